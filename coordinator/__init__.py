@@ -1,0 +1,8 @@
+"""The group state machine: pure, deterministic, tested without a network."""
+
+from groupcoord.coordinator.config import GroupConfig
+from groupcoord.coordinator.coordinator import GroupCoordinator
+from groupcoord.coordinator.runtime import Clock, Effects
+from groupcoord.coordinator.state import Group, GroupState, GroupStore, Member
+
+__all__ = ["Clock", "Effects", "Group", "GroupConfig", "GroupCoordinator", "GroupState", "GroupStore", "Member"]

@@ -1,0 +1,104 @@
+"""DescribeGroups, ListGroups and DeleteGroups."""
+
+from __future__ import annotations
+
+from groupcoord.coordinator.offsets import Offsets
+from groupcoord.coordinator.runtime import Token
+from groupcoord.coordinator.state import Group, GroupState
+from groupcoord.protocol import records as r
+from groupcoord.protocol.errors import Errors
+from groupcoord.protocol.v1 import groupcoord_pb2 as pb
+
+_STATE_NAMES = {state.value.lower(): state for state in GroupState}
+
+
+class Admin(Offsets):
+    def describe_groups(self, req: pb.DescribeGroupsRequest, token: Token | None = None):  # noqa: ANN201
+        token = self._begin(token)
+        resp = pb.DescribeGroupsResponse()
+        for group_id in req.group_ids:
+            code = self._group_id_error(group_id, allow_empty=True)
+            group = self.store.get(group_id) if code == Errors.NONE else None
+            if code == Errors.NONE and group is None:
+                code = Errors.GROUP_ID_NOT_FOUND
+            if group is None:
+                resp.groups.add(error_code=code, group_id=group_id, group_state=GroupState.DEAD.value)
+            else:
+                resp.groups.append(self._describe(group))
+        self._reply(token, resp)
+        return self._end()
+
+    def _describe(self, group: Group) -> pb.DescribeGroupsResponse.Group:
+        stable = group.state == GroupState.STABLE
+        out = pb.DescribeGroupsResponse.Group(
+            error_code=Errors.NONE,
+            group_id=group.group_id,
+            group_state=group.state.value,
+            protocol_type=group.protocol_type,
+            protocol_data=group.protocol_name,
+            generation_id=group.generation_id,
+            leader_id=group.leader_id,
+            pending_instance_ids=list(group.registered_instances),
+            pending_member_count=len(group.pending_members),
+        )
+        for m in group.members.values():
+            out.members.add(
+                member_id=m.member_id,
+                group_instance_id=m.group_instance_id,
+                client_id=m.client_id,
+                client_host=m.client_host,
+                member_metadata=m.metadata_for(group.protocol_name) if stable else b"",
+                member_assignment=m.assignment if stable else b"",
+            )
+        last = group.last_rebalance
+        if last is not None:
+            out.last_rebalance_reason.CopyFrom(
+                pb.RebalanceReason(
+                    cause=last.cause,
+                    member_id=last.member_id,
+                    group_instance_id=last.group_instance_id,
+                    join_reason=last.join_reason,  # type: ignore[arg-type]
+                    reason=last.reason,
+                    time_ms=last.time_ms,
+                )
+            )
+        return out
+
+    def list_groups(self, req: pb.ListGroupsRequest, token: Token | None = None):  # noqa: ANN201
+        token = self._begin(token)
+        wanted: set[GroupState] = set()
+        for name in req.states_filter:
+            state = _STATE_NAMES.get(name.lower())
+            if state is None:
+                self._reply(
+                    token,
+                    pb.ListGroupsResponse(error_code=Errors.INVALID_REQUEST, error_message=f"unknown state {name!r}"),
+                )
+                return self._end()
+            wanted.add(state)
+        if self.unloaded:
+            self._reply(token, pb.ListGroupsResponse(error_code=Errors.COORDINATOR_NOT_AVAILABLE))
+            return self._end()
+        resp = pb.ListGroupsResponse(error_code=Errors.NONE)
+        for group_id in sorted(self.store.groups):
+            group = self.store.groups[group_id]
+            if not wanted or group.state in wanted:
+                resp.groups.add(group_id=group_id, protocol_type=group.protocol_type, group_state=group.state.value)
+        self._reply(token, resp)
+        return self._end()
+
+    def delete_groups(self, req: pb.DeleteGroupsRequest, token: Token | None = None):  # noqa: ANN201
+        token = self._begin(token)
+        resp = pb.DeleteGroupsResponse()
+        for group_id in req.group_ids:
+            code = self._group_id_error(group_id, allow_empty=True)
+            group = self.store.get(group_id) if code == Errors.NONE else None
+            if code == Errors.NONE and group is None:
+                code = Errors.GROUP_ID_NOT_FOUND
+            elif group is not None and (group.members or group.state != GroupState.EMPTY):
+                code = Errors.NON_EMPTY_GROUP
+            elif group is not None:
+                self._emit(r.GroupDeleted(group_id, "admin", self._wall()))
+            resp.results.add(group_id=group_id, error_code=code)
+        self._reply(token, resp)
+        return self._end()

@@ -1,0 +1,119 @@
+"""OffsetCommit and OffsetFetch with generation fencing, and offset retention / empty-group expiry."""
+
+from __future__ import annotations
+
+from groupcoord.coordinator.membership import Membership
+from groupcoord.coordinator.runtime import Token
+from groupcoord.coordinator.state import Group, GroupState
+from groupcoord.protocol import records as r
+from groupcoord.protocol.errors import Errors
+from groupcoord.protocol.v1 import groupcoord_pb2 as pb
+
+
+class Offsets(Membership):
+    def offset_commit(self, req: pb.OffsetCommitRequest, token: Token | None = None):  # noqa: ANN201
+        token = self._begin(token)
+        code = self._group_id_error(req.group_id, allow_empty=True)
+        if code == Errors.NONE:
+            code = self._commit_error(self.store.get(req.group_id), req)
+        resp = pb.OffsetCommitResponse()
+        rows: list[r.OffsetRow] = []
+        limit = self.config.offset_metadata_max_bytes
+        for topic in req.topics:
+            out = resp.topics.add(name=topic.name)
+            for part in topic.partitions:
+                item = code
+                if item == Errors.NONE:
+                    if not topic.name or part.partition_index < 0 or part.committed_offset < 0:
+                        item = Errors.INVALID_REQUEST
+                    elif len(part.committed_metadata.encode()) > limit:
+                        item = Errors.OFFSET_METADATA_TOO_LARGE
+                    else:
+                        rows.append(
+                            (
+                                topic.name,
+                                part.partition_index,
+                                part.committed_offset,
+                                part.committed_leader_epoch,
+                                part.committed_metadata,
+                            )
+                        )
+                out.partitions.add(partition_index=part.partition_index, error_code=item)
+        if rows:
+            rec = r.OffsetsCommitted(req.group_id, req.member_id, req.generation_id, tuple(rows), self._wall())
+            self._emit(rec)
+        self._reply(token, resp)
+        return self._end()
+
+    def _commit_error(self, group: Group | None, req: pb.OffsetCommitRequest) -> Errors:
+        """Kafka's doCommitOffsets fencing; generation -1 with no member id is a "simple" commit."""
+        simple = req.generation_id < 0 and not req.member_id
+        if group is None:
+            return Errors.NONE if simple else Errors.UNKNOWN_MEMBER_ID
+        mapped = group.static_members.get(req.group_instance_id) if req.group_instance_id else None
+        if mapped is not None and mapped != req.member_id:
+            return Errors.FENCED_INSTANCE_ID
+        if simple and group.state == GroupState.EMPTY:
+            return Errors.NONE
+        code = self._member_error(group, req.member_id, req.group_instance_id)
+        if code != Errors.NONE:
+            return code
+        if req.generation_id != group.generation_id:
+            return Errors.ILLEGAL_GENERATION
+        if group.state == GroupState.COMPLETING_REBALANCE:
+            return Errors.REBALANCE_IN_PROGRESS
+        self._refresh_session(group, req.member_id)
+        return Errors.NONE
+
+    def offset_fetch(self, req: pb.OffsetFetchRequest, token: Token | None = None):  # noqa: ANN201
+        token = self._begin(token)
+        code = self._group_id_error(req.group_id, allow_empty=True)
+        resp = pb.OffsetFetchResponse(error_code=code)
+        group = self.store.get(req.group_id) if code == Errors.NONE else None
+        offsets = group.offsets if group is not None else {}
+        if code == Errors.NONE and req.topics:
+            for topic in req.topics:
+                out = resp.topics.add(name=topic.name)
+                for index in topic.partition_indexes:
+                    entry = offsets.get((topic.name, index))
+                    if entry is None:
+                        out.partitions.add(partition_index=index, committed_offset=-1, committed_leader_epoch=-1)
+                    else:
+                        out.partitions.add(
+                            partition_index=index,
+                            committed_offset=entry.offset,
+                            committed_leader_epoch=entry.leader_epoch,
+                            metadata=entry.metadata,
+                        )
+        elif code == Errors.NONE:
+            by_topic: dict[str, pb.OffsetFetchResponse.Topic] = {}
+            for (name, index), entry in sorted(offsets.items()):
+                out = by_topic.get(name)
+                if out is None:
+                    out = by_topic[name] = resp.topics.add(name=name)
+                out.partitions.add(
+                    partition_index=index,
+                    committed_offset=entry.offset,
+                    committed_leader_epoch=entry.leader_epoch,
+                    metadata=entry.metadata,
+                )
+        self._reply(token, resp)
+        return self._end()
+
+    def _on_retention_check(self) -> None:
+        """KIP-211: a consumer group's offsets expire `retention` after it became Empty; offsets of a
+        group that never had members expire `retention` after their own commit. Empty shells go."""
+        now = self._wall()
+        retention = self.config.offsets_retention_ms
+        for group in list(self.store.groups.values()):
+            if group.state != GroupState.EMPTY:
+                continue
+            if group.protocol_type:
+                expired = group.offsets.items() if now >= group.state_time_ms + retention else ()
+            else:
+                expired = [(k, o) for k, o in group.offsets.items() if now >= o.commit_time_ms + retention]
+            rows = tuple((topic, part, o.commit_time_ms) for (topic, part), o in expired)
+            if rows:
+                self._emit(r.OffsetsExpired(group.group_id, rows, now))
+            if group.is_empty_shell():
+                self._emit(r.GroupDeleted(group.group_id, "expired", now))

@@ -1,0 +1,384 @@
+"""Hard group state and the deterministic `apply` that is the only way to change it.
+
+The same `GroupStore.apply` runs on the leader while it handles a request and on every replica when
+the record commits, and again when a node replays its log; a snapshot is a plain msgpack-able
+structure, and `restore(snapshot)` followed by the remaining records gives the live state back.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from groupcoord.protocol import records as r
+
+
+class GroupState(StrEnum):
+    """Kafka's classic group states, with Kafka's names (ListGroups and DescribeGroups show them).
+
+    DEAD is never stored: it is what a deleted group, or any group of an unloaded partition, looks like.
+    """
+
+    EMPTY = "Empty"
+    PREPARING_REBALANCE = "PreparingRebalance"
+    COMPLETING_REBALANCE = "CompletingRebalance"
+    STABLE = "Stable"
+    DEAD = "Dead"
+
+
+@dataclass(slots=True)
+class Member:
+    member_id: str
+    group_instance_id: str
+    client_id: str
+    client_host: str
+    session_timeout_ms: int
+    rebalance_timeout_ms: int
+    protocols: r.Protocols
+    joined_ms: int
+    assignment: bytes = b""
+
+    def protocol_names(self) -> list[str]:
+        return [name for name, _ in self.protocols]
+
+    def metadata_for(self, protocol_name: str) -> bytes:
+        for name, metadata in self.protocols:
+            if name == protocol_name:
+                return metadata
+        return b""
+
+
+@dataclass(slots=True)
+class Offset:
+    offset: int
+    leader_epoch: int
+    metadata: str
+    commit_time_ms: int
+
+
+@dataclass(slots=True)
+class Group:
+    group_id: str
+    state: GroupState = GroupState.EMPTY
+    generation_id: int = 0
+    protocol_type: str = ""
+    protocol_name: str = ""
+    leader_id: str = ""
+    # Insertion order matters: the first member added is the default leader.
+    members: dict[str, Member] = field(default_factory=dict)
+    # KIP-394 member ids handed out but not joined yet -> the session timeout they expire after.
+    pending_members: dict[str, int] = field(default_factory=dict)
+    # KIP-345 group_instance_id -> member_id.
+    static_members: dict[str, str] = field(default_factory=dict)
+    # Seed 002 pre-registered instance ids not joined yet (ordered set).
+    registered_instances: dict[str, None] = field(default_factory=dict)
+    offsets: dict[tuple[str, int], Offset] = field(default_factory=dict)
+    state_time_ms: int = 0
+    last_rebalance: r.RebalanceStarted | None = None
+
+    @property
+    def rebalance_timeout_ms(self) -> int:
+        return max((m.rebalance_timeout_ms for m in self.members.values()), default=0)
+
+    def is_empty_shell(self) -> bool:
+        """True when nothing would be lost by removing the group."""
+        return (
+            self.state == GroupState.EMPTY
+            and not self.members
+            and not self.pending_members
+            and not self.offsets
+            and not self.registered_instances
+        )
+
+
+class GroupStore:
+    """All groups of one coordinator partition; mutated only by `apply`."""
+
+    def __init__(self) -> None:
+        self.groups: dict[str, Group] = {}
+
+    def get(self, group_id: str) -> Group | None:
+        return self.groups.get(group_id)
+
+    def apply(self, rec: r.Record) -> bool:
+        """Applies one record; False (and no change) when its precondition does not hold."""
+        handler = _APPLY.get(type(rec))
+        if handler is None:
+            return False
+        return handler(self, rec)
+
+    def _group(self, group_id: str, time_ms: int) -> Group:
+        group = self.groups.get(group_id)
+        if group is None:
+            group = self.groups[group_id] = Group(group_id, state_time_ms=time_ms)
+        return group
+
+    # -- apply, one function per record type --------------------------------------------------------
+
+    def _pending_added(self, rec: r.PendingMemberAdded) -> bool:
+        group = self._group(rec.group_id, rec.time_ms)
+        if rec.member_id in group.members or rec.member_id in group.pending_members:
+            return False
+        group.pending_members[rec.member_id] = rec.session_timeout_ms
+        return True
+
+    def _pending_removed(self, rec: r.PendingMemberRemoved) -> bool:
+        group = self.groups.get(rec.group_id)
+        return group is not None and group.pending_members.pop(rec.member_id, None) is not None
+
+    def _member_added(self, rec: r.MemberAdded) -> bool:
+        group = self.groups.get(rec.group_id)
+        if group is None:
+            group = self._group(rec.group_id, rec.time_ms)
+        if rec.member_id in group.members:
+            return False
+        if rec.group_instance_id and rec.group_instance_id in group.static_members:
+            return False
+        if not group.members:
+            group.protocol_type = rec.protocol_type
+        elif group.protocol_type != rec.protocol_type:
+            return False
+        group.pending_members.pop(rec.member_id, None)
+        group.members[rec.member_id] = Member(
+            rec.member_id,
+            rec.group_instance_id,
+            rec.client_id,
+            rec.client_host,
+            rec.session_timeout_ms,
+            rec.rebalance_timeout_ms,
+            rec.protocols,
+            rec.time_ms,
+        )
+        if rec.group_instance_id:
+            group.static_members[rec.group_instance_id] = rec.member_id
+            group.registered_instances.pop(rec.group_instance_id, None)
+        if not group.leader_id:
+            group.leader_id = rec.member_id
+        return True
+
+    def _member_updated(self, rec: r.MemberUpdated) -> bool:
+        group = self.groups.get(rec.group_id)
+        member = group.members.get(rec.member_id) if group else None
+        if member is None:
+            return False
+        member.session_timeout_ms = rec.session_timeout_ms
+        member.rebalance_timeout_ms = rec.rebalance_timeout_ms
+        member.protocols = rec.protocols
+        return True
+
+    def _member_removed(self, rec: r.MemberRemoved) -> bool:
+        group = self.groups.get(rec.group_id)
+        member = group.members.pop(rec.member_id, None) if group else None
+        if group is None or member is None:
+            return False
+        if member.group_instance_id:
+            group.static_members.pop(member.group_instance_id, None)
+        if group.leader_id == rec.member_id:
+            group.leader_id = next(iter(group.members), "")
+        return True
+
+    def _static_replaced(self, rec: r.StaticMemberReplaced) -> bool:
+        group = self.groups.get(rec.group_id)
+        if group is None or group.static_members.get(rec.group_instance_id) != rec.old_member_id:
+            return False
+        if rec.new_member_id in group.members:
+            return False
+        old = group.members[rec.old_member_id]
+        # Keep the member's position (and so its leader eligibility) and its assignment.
+        group.members = {
+            (rec.new_member_id if mid == rec.old_member_id else mid): (
+                Member(
+                    rec.new_member_id,
+                    rec.group_instance_id,
+                    rec.client_id,
+                    rec.client_host,
+                    rec.session_timeout_ms,
+                    rec.rebalance_timeout_ms,
+                    rec.protocols,
+                    rec.time_ms,
+                    old.assignment,
+                )
+                if mid == rec.old_member_id
+                else m
+            )
+            for mid, m in group.members.items()
+        }
+        group.static_members[rec.group_instance_id] = rec.new_member_id
+        if group.leader_id == rec.old_member_id:
+            group.leader_id = rec.new_member_id
+        return True
+
+    def _rebalance_started(self, rec: r.RebalanceStarted) -> bool:
+        group = self.groups.get(rec.group_id)
+        if group is None or group.state == GroupState.PREPARING_REBALANCE:
+            return False
+        group.state = GroupState.PREPARING_REBALANCE
+        group.state_time_ms = rec.time_ms
+        group.last_rebalance = rec
+        for member in group.members.values():
+            member.assignment = b""
+        return True
+
+    def _generation_completed(self, rec: r.GenerationCompleted) -> bool:
+        group = self.groups.get(rec.group_id)
+        if group is None or group.state != GroupState.PREPARING_REBALANCE:
+            return False
+        if rec.generation_id != group.generation_id + 1:
+            return False
+        if group.members and rec.leader_id not in group.members:
+            return False
+        group.generation_id = rec.generation_id
+        group.registered_instances.clear()
+        group.state_time_ms = rec.time_ms
+        if group.members:
+            group.state = GroupState.COMPLETING_REBALANCE
+            group.protocol_name = rec.protocol_name
+            group.leader_id = rec.leader_id
+        else:
+            group.state = GroupState.EMPTY
+            group.protocol_name = ""
+            group.leader_id = ""
+        return True
+
+    def _assignments_synced(self, rec: r.AssignmentsSynced) -> bool:
+        group = self.groups.get(rec.group_id)
+        if group is None or group.state != GroupState.COMPLETING_REBALANCE:
+            return False
+        if rec.generation_id != group.generation_id:
+            return False
+        for member_id, member in group.members.items():
+            member.assignment = rec.assignments.get(member_id, b"")
+        group.state = GroupState.STABLE
+        group.state_time_ms = rec.time_ms
+        return True
+
+    def _offsets_committed(self, rec: r.OffsetsCommitted) -> bool:
+        group = self._group(rec.group_id, rec.time_ms)
+        for topic, partition, offset, epoch, metadata in rec.offsets:
+            group.offsets[(topic, partition)] = Offset(offset, epoch, metadata, rec.time_ms)
+        return True
+
+    def _offsets_expired(self, rec: r.OffsetsExpired) -> bool:
+        group = self.groups.get(rec.group_id)
+        if group is None:
+            return False
+        changed = False
+        for topic, partition, commit_time_ms in rec.partitions:
+            current = group.offsets.get((topic, partition))
+            if current is not None and current.commit_time_ms == commit_time_ms:
+                del group.offsets[(topic, partition)]
+                changed = True
+        return changed
+
+    def _group_deleted(self, rec: r.GroupDeleted) -> bool:
+        group = self.groups.get(rec.group_id)
+        if group is None or group.members or group.state != GroupState.EMPTY:
+            return False
+        del self.groups[rec.group_id]
+        return True
+
+    def _instances_registered(self, rec: r.InstancesRegistered) -> bool:
+        group = self._group(rec.group_id, rec.time_ms)
+        added = False
+        for instance_id in rec.group_instance_ids:
+            if instance_id not in group.static_members and instance_id not in group.registered_instances:
+                group.registered_instances[instance_id] = None
+                added = True
+        return added
+
+    # -- snapshots ----------------------------------------------------------------------------------
+
+    def snapshot(self) -> dict[str, Any]:
+        """A plain structure (lists, dicts, str, int, bytes) that msgpack encodes as is."""
+        return {"version": SNAPSHOT_VERSION, "groups": [_group_to_plain(g) for g in self.groups.values()]}
+
+    @classmethod
+    def restore(cls, snapshot: dict[str, Any]) -> GroupStore:
+        if snapshot.get("version") != SNAPSHOT_VERSION:
+            raise ValueError(f"unsupported snapshot version {snapshot.get('version')!r}")
+        store = cls()
+        for plain in snapshot["groups"]:
+            group = _group_from_plain(plain)
+            store.groups[group.group_id] = group
+        return store
+
+
+SNAPSHOT_VERSION = 1
+
+_APPLY: dict[type[r.Record], Any] = {
+    r.PendingMemberAdded: GroupStore._pending_added,
+    r.PendingMemberRemoved: GroupStore._pending_removed,
+    r.MemberAdded: GroupStore._member_added,
+    r.MemberUpdated: GroupStore._member_updated,
+    r.MemberRemoved: GroupStore._member_removed,
+    r.StaticMemberReplaced: GroupStore._static_replaced,
+    r.RebalanceStarted: GroupStore._rebalance_started,
+    r.GenerationCompleted: GroupStore._generation_completed,
+    r.AssignmentsSynced: GroupStore._assignments_synced,
+    r.OffsetsCommitted: GroupStore._offsets_committed,
+    r.OffsetsExpired: GroupStore._offsets_expired,
+    r.GroupDeleted: GroupStore._group_deleted,
+    r.InstancesRegistered: GroupStore._instances_registered,
+}
+
+_MEMBER_FIELDS = (
+    "member_id",
+    "group_instance_id",
+    "client_id",
+    "client_host",
+    "session_timeout_ms",
+    "rebalance_timeout_ms",
+    "joined_ms",
+    "assignment",
+)
+
+
+def _group_to_plain(group: Group) -> dict[str, Any]:
+    return {
+        "group_id": group.group_id,
+        "state": group.state.value,
+        "generation_id": group.generation_id,
+        "protocol_type": group.protocol_type,
+        "protocol_name": group.protocol_name,
+        "leader_id": group.leader_id,
+        "members": [
+            {**{f: getattr(m, f) for f in _MEMBER_FIELDS}, "protocols": [list(p) for p in m.protocols]}
+            for m in group.members.values()
+        ],
+        "pending_members": [[mid, t] for mid, t in group.pending_members.items()],
+        "registered_instances": list(group.registered_instances),
+        "offsets": [
+            [topic, part, o.offset, o.leader_epoch, o.metadata, o.commit_time_ms]
+            for (topic, part), o in group.offsets.items()
+        ],
+        "state_time_ms": group.state_time_ms,
+        "last_rebalance": r.encode(group.last_rebalance) if group.last_rebalance else None,
+    }
+
+
+def _group_from_plain(plain: dict[str, Any]) -> Group:
+    members: dict[str, Member] = {}
+    for pm in plain["members"]:
+        protocols = tuple((name, metadata) for name, metadata in pm["protocols"])
+        members[pm["member_id"]] = Member(**{f: pm[f] for f in _MEMBER_FIELDS}, protocols=protocols)
+    last = plain["last_rebalance"]
+    last_rec = r.decode(last) if last is not None else None
+    return Group(
+        group_id=plain["group_id"],
+        state=GroupState(plain["state"]),
+        generation_id=plain["generation_id"],
+        protocol_type=plain["protocol_type"],
+        protocol_name=plain["protocol_name"],
+        leader_id=plain["leader_id"],
+        members=members,
+        pending_members={mid: t for mid, t in plain["pending_members"]},
+        static_members={m.group_instance_id: m.member_id for m in members.values() if m.group_instance_id},
+        registered_instances=dict.fromkeys(plain["registered_instances"]),
+        offsets={
+            (topic, part): Offset(offset, epoch, metadata, t)
+            for topic, part, offset, epoch, metadata, t in plain["offsets"]
+        },
+        state_time_ms=plain["state_time_ms"],
+        last_rebalance=last_rec if isinstance(last_rec, r.RebalanceStarted) else None,
+    )

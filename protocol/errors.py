@@ -1,0 +1,32 @@
+"""Kafka's error codes, carried in `error_code` fields of every response (never as gRPC status)."""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class Errors(IntEnum):
+    """Kafka's numbers; the names are Kafka's `Errors` enum names."""
+
+    UNKNOWN_SERVER_ERROR = -1
+    NONE = 0
+    OFFSET_METADATA_TOO_LARGE = 12
+    COORDINATOR_LOAD_IN_PROGRESS = 14
+    COORDINATOR_NOT_AVAILABLE = 15
+    NOT_COORDINATOR = 16
+    ILLEGAL_GENERATION = 22
+    INCONSISTENT_GROUP_PROTOCOL = 23
+    INVALID_GROUP_ID = 24
+    UNKNOWN_MEMBER_ID = 25
+    INVALID_SESSION_TIMEOUT = 26
+    REBALANCE_IN_PROGRESS = 27
+    INVALID_REQUEST = 42
+    NON_EMPTY_GROUP = 68
+    GROUP_ID_NOT_FOUND = 69
+    MEMBER_ID_REQUIRED = 79
+    GROUP_MAX_SIZE_REACHED = 81
+    FENCED_INSTANCE_ID = 82
+    UNSTABLE_OFFSET_COMMIT = 88
+    # "A request illegally referred to the same resource twice": AddMembersToGroup with an instance id
+    # that is listed twice, already registered, or already a member.
+    DUPLICATE_RESOURCE = 92

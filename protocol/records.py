@@ -1,0 +1,283 @@
+"""The coordinator's records: the only way hard state changes, and the format of the replicated log.
+
+Each record is encoded as the msgpack array `[type_id, version, {field: value}]`. Type ids are fixed
+forever; a record type evolves by adding fields with defaults and bumping its version, so an old log
+always replays. A decoder that meets a type id it does not know logs it and skips the record (a newer
+node wrote it), which is what keeps a mixed-version cluster from crashing on replay.
+
+Records are facts with preconditions that `coordinator.state.GroupStore.apply` re-checks: applying a
+record whose precondition no longer holds changes nothing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any, ClassVar
+
+import msgpack
+
+log = logging.getLogger(__name__)
+
+Protocols = tuple[tuple[str, bytes], ...]
+# (topic, partition, offset, leader_epoch, metadata)
+OffsetRow = tuple[str, int, int, int, str]
+
+
+class RebalanceCause(StrEnum):
+    """Why a group entered PreparingRebalance (seed 001: every rebalance records why)."""
+
+    MEMBER_JOINED = "member_joined"
+    PROTOCOL_CHANGED = "protocol_changed"
+    LEADER_REJOINED = "leader_rejoined"
+    JOIN_REASON = "join_reason"
+    MEMBER_LEFT = "member_left"
+    ADMIN_REMOVAL = "admin_removal"
+    SESSION_EXPIRED = "session_expired"
+    SYNC_TIMEOUT = "sync_timeout"
+    STATIC_MEMBER_REPLACED = "static_member_replaced"
+    PRE_REGISTERED_JOINED = "pre_registered_joined"
+    GROUP_MAX_SIZE = "group_max_size"
+
+
+class RemovalCause(StrEnum):
+    """Why a member or pending member left the group."""
+
+    LEAVE = "leave"
+    ADMIN_REMOVAL = "admin_removal"
+    SESSION_EXPIRED = "session_expired"
+    JOIN_TIMEOUT = "join_timeout"
+    SYNC_TIMEOUT = "sync_timeout"
+    GROUP_MAX_SIZE = "group_max_size"
+    PENDING_EXPIRED = "pending_expired"
+    PENDING_JOINED = "pending_joined"
+
+
+class Record:
+    """Base of all record types; subclasses are frozen dataclasses registered with `@record`."""
+
+    TYPE: ClassVar[int]
+    VERSION: ClassVar[int]
+    group_id: str
+
+
+_REGISTRY: dict[int, type[Record]] = {}
+_FIELDS: dict[type[Record], tuple[str, ...]] = {}
+
+
+def record(type_id: int, version: int = 1):  # noqa: ANN201 - class decorator
+    """Registers a record class under a type id that must never be reused."""
+
+    def wrap(cls: type[Record]) -> type[Record]:
+        if type_id in _REGISTRY:
+            raise ValueError(f"record type id {type_id} used twice")
+        cls.TYPE = type_id
+        cls.VERSION = version
+        _REGISTRY[type_id] = cls
+        _FIELDS[cls] = tuple(f.name for f in dataclasses.fields(cls))  # type: ignore[arg-type]
+        return cls
+
+    return wrap
+
+
+@record(1)
+@dataclass(frozen=True, slots=True)
+class PendingMemberAdded(Record):
+    """KIP-394: a dynamic member was handed a member id with MEMBER_ID_REQUIRED."""
+
+    group_id: str
+    member_id: str
+    session_timeout_ms: int
+    time_ms: int
+
+
+@record(2)
+@dataclass(frozen=True, slots=True)
+class PendingMemberRemoved(Record):
+    group_id: str
+    member_id: str
+    cause: str
+    time_ms: int
+
+
+@record(3)
+@dataclass(frozen=True, slots=True)
+class MemberAdded(Record):
+    group_id: str
+    member_id: str
+    group_instance_id: str
+    client_id: str
+    client_host: str
+    session_timeout_ms: int
+    rebalance_timeout_ms: int
+    protocol_type: str
+    protocols: Protocols
+    time_ms: int
+
+
+@record(4)
+@dataclass(frozen=True, slots=True)
+class MemberUpdated(Record):
+    """A known member rejoined with other protocols or timeouts."""
+
+    group_id: str
+    member_id: str
+    session_timeout_ms: int
+    rebalance_timeout_ms: int
+    protocols: Protocols
+    time_ms: int
+
+
+@record(5)
+@dataclass(frozen=True, slots=True)
+class MemberRemoved(Record):
+    group_id: str
+    member_id: str
+    cause: str
+    reason: str
+    time_ms: int
+
+
+@record(6)
+@dataclass(frozen=True, slots=True)
+class StaticMemberReplaced(Record):
+    """KIP-345: a static instance came back under a new member id; the old id is fenced."""
+
+    group_id: str
+    group_instance_id: str
+    old_member_id: str
+    new_member_id: str
+    client_id: str
+    client_host: str
+    session_timeout_ms: int
+    rebalance_timeout_ms: int
+    protocols: Protocols
+    time_ms: int
+
+
+@record(7)
+@dataclass(frozen=True, slots=True)
+class RebalanceStarted(Record):
+    group_id: str
+    cause: str
+    member_id: str
+    group_instance_id: str
+    join_reason: int
+    reason: str
+    time_ms: int
+
+
+@record(8)
+@dataclass(frozen=True, slots=True)
+class GenerationCompleted(Record):
+    """The join phase ended: the current members form `generation_id` (Empty if there are none)."""
+
+    group_id: str
+    generation_id: int
+    protocol_name: str
+    leader_id: str
+    time_ms: int
+
+
+@record(9)
+@dataclass(frozen=True, slots=True)
+class AssignmentsSynced(Record):
+    """The leader's SyncGroup: the group becomes Stable with these assignments."""
+
+    group_id: str
+    generation_id: int
+    assignments: dict[str, bytes]
+    time_ms: int
+
+
+@record(10)
+@dataclass(frozen=True, slots=True)
+class OffsetsCommitted(Record):
+    group_id: str
+    member_id: str
+    generation_id: int
+    offsets: tuple[OffsetRow, ...]
+    time_ms: int
+
+
+@record(11)
+@dataclass(frozen=True, slots=True)
+class OffsetsExpired(Record):
+    """Retention: each (topic, partition) is removed only if it was last committed at `commit_time_ms`."""
+
+    group_id: str
+    partitions: tuple[tuple[str, int, int], ...]
+    time_ms: int
+
+
+@record(12)
+@dataclass(frozen=True, slots=True)
+class GroupDeleted(Record):
+    group_id: str
+    cause: str
+    time_ms: int
+
+
+@record(13)
+@dataclass(frozen=True, slots=True)
+class InstancesRegistered(Record):
+    """AddMembersToGroup: the next join phase waits for these static instances."""
+
+    group_id: str
+    group_instance_ids: tuple[str, ...]
+    time_ms: int
+
+
+@dataclass(slots=True)
+class DecodeReport:
+    """What a decode skipped; callers log or count it."""
+
+    unknown_types: list[int] = field(default_factory=list)
+
+
+def _to_wire(rec: Record) -> list[Any]:
+    cls = type(rec)
+    return [cls.TYPE, cls.VERSION, {name: getattr(rec, name) for name in _FIELDS[cls]}]
+
+
+def _from_wire(item: Sequence[Any], report: DecodeReport) -> Record | None:
+    if not isinstance(item, (list, tuple)) or len(item) != 3 or not isinstance(item[2], dict):
+        raise ValueError(f"malformed record envelope: {item!r:.80}")
+    type_id, _version, fields = item
+    cls = _REGISTRY.get(type_id)
+    if cls is None:
+        log.warning("skipping record of unknown type %r (written by a newer version?)", type_id)
+        report.unknown_types.append(type_id)
+        return None
+    # Fields a newer version added are ignored; fields an older version lacked take their defaults.
+    known = {name: fields[name] for name in _FIELDS[cls] if name in fields}
+    return cls(**known)
+
+
+def encode(rec: Record) -> bytes:
+    return msgpack.packb(_to_wire(rec), use_bin_type=True)
+
+
+def encode_batch(records: Iterable[Record]) -> bytes:
+    """One replicated entry: the records one request produced, applied together in order."""
+    return msgpack.packb([_to_wire(r) for r in records], use_bin_type=True)
+
+
+def _unpack(data: bytes) -> Any:
+    return msgpack.unpackb(data, raw=False, use_list=False, strict_map_key=True)
+
+
+def decode(data: bytes, report: DecodeReport | None = None) -> Record | None:
+    """Decodes one record; None (and an entry in `report`) for a type this version does not know."""
+    return _from_wire(_unpack(data), report or DecodeReport())
+
+
+def decode_batch(data: bytes, report: DecodeReport | None = None) -> list[Record]:
+    items = _unpack(data)
+    if not isinstance(items, (list, tuple)):
+        raise ValueError("malformed record batch: not an array")
+    rep = report or DecodeReport()
+    return [r for r in (_from_wire(item, rep) for item in items) if r is not None]
