@@ -73,8 +73,9 @@ class Membership(Runtime):
             return True
         if protocol_type != group.protocol_type:
             return False
-        others = [m for mid, m in group.members.items() if mid != member_id]
-        return any(all(name in m.protocol_names() for m in others) for name in names)
+        own = set(group.members[member_id].protocol_names()) if member_id in group.members else set()
+        others = len(group.members) - (member_id in group.members)
+        return any(group.protocol_support[name] - (name in own) == others for name in names)
 
     def _join_request_error(self, req: pb.JoinGroupRequest) -> tuple[Errors, str]:
         cfg = self.config
@@ -335,7 +336,8 @@ class Membership(Runtime):
             return
         if group.pending_members or group.registered_instances:
             return
-        if all(mid in soft.join_waiters for mid in group.members):
+        # Only members can be parked in a join (a removed member's request is answered at once).
+        if len(soft.join_waiters) == len(group.members):
             self._complete_join(group)
 
     def _on_join_deadline(self, group: Group) -> None:

@@ -7,6 +7,7 @@ structure, and `restore(snapshot)` followed by the remaining records gives the l
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -76,10 +77,19 @@ class Group:
     offsets: dict[tuple[str, int], Offset] = field(default_factory=dict)
     state_time_ms: int = 0
     last_rebalance: r.RebalanceStarted | None = None
+    # Derived from `members` (not in snapshots): how many members offer each protocol name, so a join
+    # checks protocol support in O(protocols) rather than O(members).
+    protocol_support: Counter[str] = field(default_factory=Counter)
 
     @property
     def rebalance_timeout_ms(self) -> int:
         return max((m.rebalance_timeout_ms for m in self.members.values()), default=0)
+
+    def count_protocols(self, member: Member, sign: int) -> None:
+        for name in member.protocol_names():
+            self.protocol_support[name] += sign
+            if not self.protocol_support[name]:
+                del self.protocol_support[name]
 
     def is_empty_shell(self) -> bool:
         """True when nothing would be lost by removing the group."""
@@ -117,10 +127,10 @@ class GroupStore:
     # -- apply, one function per record type --------------------------------------------------------
 
     def _pending_added(self, rec: r.PendingMemberAdded) -> bool:
-        group = self._group(rec.group_id, rec.time_ms)
-        if rec.member_id in group.members or rec.member_id in group.pending_members:
+        group = self.groups.get(rec.group_id)
+        if group is not None and (rec.member_id in group.members or rec.member_id in group.pending_members):
             return False
-        group.pending_members[rec.member_id] = rec.session_timeout_ms
+        self._group(rec.group_id, rec.time_ms).pending_members[rec.member_id] = rec.session_timeout_ms
         return True
 
     def _pending_removed(self, rec: r.PendingMemberRemoved) -> bool:
@@ -129,18 +139,16 @@ class GroupStore:
 
     def _member_added(self, rec: r.MemberAdded) -> bool:
         group = self.groups.get(rec.group_id)
-        if group is None:
-            group = self._group(rec.group_id, rec.time_ms)
-        if rec.member_id in group.members:
+        if group is not None and (
+            rec.member_id in group.members
+            or (rec.group_instance_id and rec.group_instance_id in group.static_members)
+            or (group.members and group.protocol_type != rec.protocol_type)
+        ):
             return False
-        if rec.group_instance_id and rec.group_instance_id in group.static_members:
-            return False
-        if not group.members:
-            group.protocol_type = rec.protocol_type
-        elif group.protocol_type != rec.protocol_type:
-            return False
+        group = self._group(rec.group_id, rec.time_ms)
+        group.protocol_type = rec.protocol_type
         group.pending_members.pop(rec.member_id, None)
-        group.members[rec.member_id] = Member(
+        member = group.members[rec.member_id] = Member(
             rec.member_id,
             rec.group_instance_id,
             rec.client_id,
@@ -150,6 +158,7 @@ class GroupStore:
             rec.protocols,
             rec.time_ms,
         )
+        group.count_protocols(member, +1)
         if rec.group_instance_id:
             group.static_members[rec.group_instance_id] = rec.member_id
             group.registered_instances.pop(rec.group_instance_id, None)
@@ -164,7 +173,9 @@ class GroupStore:
             return False
         member.session_timeout_ms = rec.session_timeout_ms
         member.rebalance_timeout_ms = rec.rebalance_timeout_ms
+        group.count_protocols(member, -1)
         member.protocols = rec.protocols
+        group.count_protocols(member, +1)
         return True
 
     def _member_removed(self, rec: r.MemberRemoved) -> bool:
@@ -172,6 +183,7 @@ class GroupStore:
         member = group.members.pop(rec.member_id, None) if group else None
         if group is None or member is None:
             return False
+        group.count_protocols(member, -1)
         if member.group_instance_id:
             group.static_members.pop(member.group_instance_id, None)
         if group.leader_id == rec.member_id:
@@ -185,23 +197,22 @@ class GroupStore:
         if rec.new_member_id in group.members:
             return False
         old = group.members[rec.old_member_id]
+        new = Member(
+            rec.new_member_id,
+            rec.group_instance_id,
+            rec.client_id,
+            rec.client_host,
+            rec.session_timeout_ms,
+            rec.rebalance_timeout_ms,
+            rec.protocols,
+            rec.time_ms,
+            old.assignment,
+        )
+        group.count_protocols(old, -1)
+        group.count_protocols(new, +1)
         # Keep the member's position (and so its leader eligibility) and its assignment.
         group.members = {
-            (rec.new_member_id if mid == rec.old_member_id else mid): (
-                Member(
-                    rec.new_member_id,
-                    rec.group_instance_id,
-                    rec.client_id,
-                    rec.client_host,
-                    rec.session_timeout_ms,
-                    rec.rebalance_timeout_ms,
-                    rec.protocols,
-                    rec.time_ms,
-                    old.assignment,
-                )
-                if mid == rec.old_member_id
-                else m
-            )
+            (rec.new_member_id if mid == rec.old_member_id else mid): (new if mid == rec.old_member_id else m)
             for mid, m in group.members.items()
         }
         group.static_members[rec.group_instance_id] = rec.new_member_id
@@ -279,13 +290,13 @@ class GroupStore:
         return True
 
     def _instances_registered(self, rec: r.InstancesRegistered) -> bool:
-        group = self._group(rec.group_id, rec.time_ms)
-        added = False
-        for instance_id in rec.group_instance_ids:
-            if instance_id not in group.static_members and instance_id not in group.registered_instances:
-                group.registered_instances[instance_id] = None
-                added = True
-        return added
+        group = self.groups.get(rec.group_id)
+        known = (group.static_members.keys() | group.registered_instances.keys()) if group else set()
+        new = [i for i in dict.fromkeys(rec.group_instance_ids) if i not in known]
+        if not new:
+            return False
+        self._group(rec.group_id, rec.time_ms).registered_instances.update(dict.fromkeys(new))
+        return True
 
     # -- snapshots ----------------------------------------------------------------------------------
 
@@ -364,7 +375,7 @@ def _group_from_plain(plain: dict[str, Any]) -> Group:
         members[pm["member_id"]] = Member(**{f: pm[f] for f in _MEMBER_FIELDS}, protocols=protocols)
     last = plain["last_rebalance"]
     last_rec = r.decode(last) if last is not None else None
-    return Group(
+    group = Group(
         group_id=plain["group_id"],
         state=GroupState(plain["state"]),
         generation_id=plain["generation_id"],
@@ -382,3 +393,6 @@ def _group_from_plain(plain: dict[str, Any]) -> Group:
         state_time_ms=plain["state_time_ms"],
         last_rebalance=last_rec if isinstance(last_rec, r.RebalanceStarted) else None,
     )
+    for member in members.values():
+        group.count_protocols(member, +1)
+    return group

@@ -254,7 +254,10 @@ def _from_wire(item: Sequence[Any], report: DecodeReport) -> Record | None:
         return None
     # Fields a newer version added are ignored; fields an older version lacked take their defaults.
     known = {name: fields[name] for name in _FIELDS[cls] if name in fields}
-    return cls(**known)
+    try:
+        return cls(**known)
+    except TypeError as exc:
+        raise ValueError(f"malformed {cls.__name__} record: {exc}") from None
 
 
 def encode(rec: Record) -> bytes:
