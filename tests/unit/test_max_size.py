@@ -1,0 +1,173 @@
+"""SPEC §2 timing rules / §3.4: group.max.size (GROUP_MAX_SIZE_REACHED), Kafka's acceptJoiningMember."""
+
+from __future__ import annotations
+
+import pytest
+
+from groupcoord.protocol import records as r
+from groupcoord.protocol.errors import Errors
+from tests.unit.harness import COMPLETING, PREPARING, STABLE, Harness, code, records_of
+
+
+def test_stable_group_at_max_size_rejects_new_dynamic_and_static_members():
+    h = Harness(max_size=2)
+    _a, _b = h.form("a", "b")
+    eff = h.join(client_id="c")
+    assert code(eff.response) == Errors.GROUP_MAX_SIZE_REACHED
+    assert eff.records == []
+    eff = h.join(instance_id="s1")
+    assert code(eff.response) == Errors.GROUP_MAX_SIZE_REACHED
+    assert eff.records == []
+    g = h.group()
+    assert (g.state, g.generation_id, len(g.members), g.pending_members) == (STABLE, 1, 2, {})
+
+
+def test_existing_members_of_a_full_stable_group_can_rejoin():
+    h = Harness(max_size=2)
+    a, b = h.form("a", "b")
+    assert code(b.join().response) == Errors.NONE
+    assert a.join().response is None
+    b.join()
+    assert code(a.join_reply()) == Errors.NONE
+    assert h.group().generation_id == 2
+
+
+def test_completing_group_at_max_size_rejects_a_new_member():
+    h = Harness(max_size=2)
+    h.form("a", "b", sync=False)
+    eff = h.join(instance_id="s1")
+    assert code(eff.response) == Errors.GROUP_MAX_SIZE_REACHED
+    assert eff.records == []
+    assert h.group().state == COMPLETING
+
+
+def test_group_below_max_size_accepts_a_new_member():
+    h = Harness(max_size=3)
+    h.form("a", "b")
+    assert code(h.join(client_id="c").response) == Errors.MEMBER_ID_REQUIRED
+
+
+def test_preparing_known_member_rejoining_after_the_limit_is_removed():
+    h = Harness(max_size=2)
+    a, b = h.form("a", "b")
+    a.join()  # leader rejoin: PreparingRebalance, 1 parked
+    s = h.member("s1", static=True)
+    assert s.join().response is None  # fewer than max parked: accepted
+    assert len(h.group().members) == 3
+    eff = b.join()  # two are parked now: b is over the limit
+    assert code(eff.response) == Errors.GROUP_MAX_SIZE_REACHED
+    removed = records_of(eff, r.MemberRemoved)
+    assert [(x.member_id, x.cause) for x in removed] == [(b.member_id, r.RemovalCause.GROUP_MAX_SIZE)]
+    g = h.group()
+    assert b.member_id not in g.members
+    # The remaining members are all parked: the join phase completes.
+    assert (g.state, g.generation_id, set(g.members)) == (COMPLETING, 2, {a.member_id, s.member_id})
+    assert code(a.join_reply()) == code(s.join_reply()) == Errors.NONE
+    h.assert_replay()
+
+
+def test_preparing_new_member_is_rejected_when_max_members_are_parked():
+    # The initial rebalance delay keeps the group in PreparingRebalance with every member parked.
+    h = Harness(max_size=2, initial_rebalance_delay_ms=3_000)
+    s1, s2 = h.member("s1", static=True), h.member("s2", static=True)
+    s1.join()
+    s2.join()
+    assert h.group().state == PREPARING
+    eff = h.join(instance_id="s3")
+    assert code(eff.response) == Errors.GROUP_MAX_SIZE_REACHED
+    assert records_of(eff, r.MemberAdded) == []
+    assert "s3" not in h.group().static_members
+    eff = h.join(client_id="d")
+    assert code(eff.response) == Errors.GROUP_MAX_SIZE_REACHED
+    assert eff.records == []
+
+
+def test_preparing_parked_member_can_send_join_again_at_the_limit():
+    h = Harness(max_size=2, initial_rebalance_delay_ms=3_000)
+    s1, s2 = h.member("s1", static=True), h.member("s2", static=True)
+    s1.join()
+    s2.join()
+    s2_id = h.group().static_members["s2"]
+    first = s2.join_token
+    eff = s2.join(member_id=s2_id)  # already parked: accepted, replaces its parked request
+    assert eff.response is None
+    assert code(eff.reply_for(first)) == Errors.REBALANCE_IN_PROGRESS
+    assert s2_id in h.group().members
+    h.advance(6_000)  # s2 arrived within the first delay window: one extension
+    assert code(s2.join_reply()) == Errors.NONE
+    assert h.group().generation_id == 1
+
+
+def test_empty_group_accepts_its_first_member():
+    h = Harness(max_size=1)
+    (a,) = h.form("a")
+    assert code(h.join(client_id="b").response) == Errors.GROUP_MAX_SIZE_REACHED
+    assert set(h.group().members) == {a.member_id}
+
+
+# -- group.max.size is a state rule: identity comes first (SPEC §2 validation order) ------------------
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="core bug: Membership._join runs _accept_joining(group, member_id='') before it looks at the known "
+    "group_instance_id, so a static restart counts as a new member of a full group -> GROUP_MAX_SIZE_REACHED "
+    "instead of a replacement (SPEC §3.2; the max size applies to new members)",
+)
+def test_static_member_restart_in_a_full_stable_group_is_a_replacement_not_a_new_member():
+    h = Harness(max_size=2)
+    _a, s = h.form("a", static=["s1"])
+    old = s.member_id
+    eff = s.restart()
+    assert code(eff.response) == Errors.NONE
+    assert eff.response.member_id != old
+    assert records_of(eff, r.RebalanceStarted) == []
+    assert (h.group().state, h.group().static_members["s1"]) == (STABLE, s.member_id)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="core bug: Membership._join runs _accept_joining(group, member_id='') before it looks at the known "
+    "group_instance_id, so a static restart counts as a new member of a full group -> GROUP_MAX_SIZE_REACHED "
+    "instead of a replacement (SPEC §3.2; the max size applies to new members)",
+)
+def test_static_member_restart_in_a_full_completing_group_rebalances():
+    h = Harness(max_size=2)
+    _a, s = h.form("a", static=["s1"], sync=False)
+    eff = s.restart()
+    assert eff.response is None
+    (rb,) = records_of(eff, r.RebalanceStarted)
+    assert rb.cause == r.RebalanceCause.STATIC_MEMBER_REPLACED
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="core bug: the group.max.size check (a state rule) runs before member identity: JoinGroup with an "
+    "unknown member_id to a full Stable group -> GROUP_MAX_SIZE_REACHED, SPEC §2 order says UNKNOWN_MEMBER_ID",
+)
+def test_unknown_member_id_in_a_full_group_is_unknown_member():
+    h = Harness(max_size=2)
+    h.form("a", "b")
+    eff = h.join(member_id="ghost-1")
+    assert code(eff.response) == Errors.UNKNOWN_MEMBER_ID
+    assert eff.records == []
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="core bug: max-size check before identity: in PreparingRebalance at the limit, JoinGroup(member_id=s1's "
+    "id, group_instance_id mapped to another member) writes MemberRemoved(s1, group_max_size) and answers "
+    "GROUP_MAX_SIZE_REACHED; SPEC §2 identity order -> FENCED_INSTANCE_ID and nothing changes",
+)
+def test_fenced_join_in_a_full_preparing_group_does_not_evict_the_member():
+    h = Harness(max_size=2)
+    a, s = h.form("a", static=["s1"])
+    a.join()  # PreparingRebalance, 1 parked
+    n = h.member("n1", static=True)
+    n.join()  # 2 parked: the group is at its limit
+    assert h.group().state == PREPARING
+    # A zombie uses s1's member id with another instance's id: fenced, and s1 must stay.
+    eff = h.join(member_id=s.member_id, instance_id="n1")
+    assert code(eff.response) == Errors.FENCED_INSTANCE_ID
+    assert records_of(eff, r.MemberRemoved) == []
+    assert s.member_id in h.group().members
