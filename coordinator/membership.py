@@ -119,17 +119,21 @@ class Membership(Runtime):
         if group is None and req.member_id:
             self._reply(token, join_error(Errors.UNKNOWN_MEMBER_ID, req.member_id, "no such group"))
             return
-        if group is not None and not self._accept_joining(group, req.member_id):
-            if req.member_id in group.members:
-                self._remove_member(group, req.member_id, r.RemovalCause.GROUP_MAX_SIZE, "group is full")
-            self._reply(token, join_error(Errors.GROUP_MAX_SIZE_REACHED, req.member_id))
-            self._maybe_complete_join(group)
-            return
         if not req.member_id:
             self._join_unknown(group, req, token, client_host)
         else:
             assert group is not None
             self._join_known(group, req, token, client_host)
+
+    def _group_full(self, group: Group | None, member_id: str, token: Token) -> bool:
+        """group.max.size, a state rule: checked after identity; answers the request when full."""
+        if group is None or self._accept_joining(group, member_id):
+            return False
+        if member_id in group.members:
+            self._remove_member(group, member_id, r.RemovalCause.GROUP_MAX_SIZE, "group is full")
+        self._reply(token, join_error(Errors.GROUP_MAX_SIZE_REACHED, member_id))
+        self._maybe_complete_join(group)
+        return True
 
     def _accept_joining(self, group: Group, member_id: str) -> bool:
         """Kafka's acceptJoiningMember: group.max.size counts joined members during a rebalance."""
@@ -142,17 +146,21 @@ class Membership(Runtime):
         return member_id in group.members or len(group.members) < max_size
 
     def _join_unknown(self, group: Group | None, req: pb.JoinGroupRequest, token: Token, host: str) -> None:
-        names = [p.name for p in req.protocols]
-        if not self._supports(group, req.protocol_type, names):
+        instance_id = req.group_instance_id
+        # A returning static instance is checked against the others, not against its own old protocols.
+        old_id = group.static_members.get(instance_id, "") if group is not None and instance_id else ""
+        if not self._supports(group, req.protocol_type, [p.name for p in req.protocols], old_id):
             self._reply(token, join_error(Errors.INCONSISTENT_GROUP_PROTOCOL))
             return
-        instance_id = req.group_instance_id
         new_id = f"{instance_id or req.client_id}-{self.new_uuid()}"
+        if group is not None and old_id:
+            # A returning instance replaces its old member id: the group does not grow.
+            self._replace_static(group, old_id, new_id, req, token, host)
+            return
+        if self._group_full(group, "", token):
+            return
         if instance_id:
-            if group is not None and instance_id in group.static_members:
-                self._replace_static(group, group.static_members[instance_id], new_id, req, token, host)
-            else:
-                self._add_member(group, new_id, req, token, host)
+            self._add_member(group, new_id, req, token, host)
             return
         if group is not None and len(group.pending_members) >= self.config.max_pending_members:
             self._reply(token, join_error(Errors.GROUP_MAX_SIZE_REACHED, "", "too many pending members"))
@@ -168,7 +176,7 @@ class Membership(Runtime):
                 self._reply(token, join_error(Errors.INVALID_REQUEST, member_id, "pending ids are for dynamic members"))
             elif not self._supports(group, req.protocol_type, names):
                 self._reply(token, join_error(Errors.INCONSISTENT_GROUP_PROTOCOL, member_id))
-            else:
+            elif not self._group_full(group, member_id, token):
                 self._add_member(group, member_id, req, token, host)
             return
         code = self._member_error(group, member_id, req.group_instance_id)
@@ -177,6 +185,8 @@ class Membership(Runtime):
             return
         if not self._supports(group, req.protocol_type, names, member_id):
             self._reply(token, join_error(Errors.INCONSISTENT_GROUP_PROTOCOL, member_id))
+            return
+        if self._group_full(group, member_id, token):
             return
         member = group.members[member_id]
         protocols = _protocols(req)
@@ -350,7 +360,13 @@ class Membership(Runtime):
                 soft.new_member_added = False
                 self.timers.arm((JOIN, group.group_id), self._mono() + step)
                 return
-            soft.initial_remaining_ms = None
+            # The delay is over: from now on the phase ends as any other (everyone joined and no
+            # pending member left, or the rest of the rebalance timeout).
+            remaining, soft.initial_remaining_ms = soft.initial_remaining_ms, None
+            if remaining > 0:
+                self.timers.arm((JOIN, group.group_id), self._mono() + remaining)
+                self._maybe_complete_join(group)
+                return
         self._complete_join(group)
 
     def _complete_join(self, group: Group) -> None:

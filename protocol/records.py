@@ -246,7 +246,9 @@ def _to_wire(rec: Record) -> list[Any]:
 def _from_wire(item: Sequence[Any], report: DecodeReport) -> Record | None:
     if not isinstance(item, (list, tuple)) or len(item) != 3 or not isinstance(item[2], dict):
         raise ValueError(f"malformed record envelope: {item!r:.80}")
-    type_id, _version, fields = item
+    type_id, version, fields = item
+    if type(type_id) is not int or type(version) is not int:
+        raise ValueError(f"malformed record envelope: type {type_id!r:.20} version {version!r:.20}")
     cls = _REGISTRY.get(type_id)
     if cls is None:
         log.warning("skipping record of unknown type %r (written by a newer version?)", type_id)

@@ -4,8 +4,6 @@ per-instance errors; DescribeGroups shows the instances that have not joined yet
 
 from __future__ import annotations
 
-import pytest
-
 from groupcoord.protocol import records as r
 from groupcoord.protocol.errors import Errors
 from tests.unit.harness import COMPLETING, EMPTY, PREPARING, STABLE, Harness, code, records_of
@@ -198,12 +196,6 @@ def test_empty_group_with_registrations_then_members_leave_returns_to_empty():
     assert (h.group().state, h.group().generation_id) == (EMPTY, 2)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="core bug: when an initial-delay window ends, _on_join_deadline calls _complete_join without checking "
-    "registered_instances (nor pending members); SPEC §3.3 holds the join phase until every pre-registered "
-    "instance joined, bounded by the rebalance timeout -> here generation 1 completes at t=3s with s1 alone",
-)
 def test_pre_registered_instances_form_a_new_group_in_one_generation_despite_the_initial_delay():
     h = Harness(initial_rebalance_delay_ms=3_000)
     h.add_members("g", "s1", "s2", "s3")

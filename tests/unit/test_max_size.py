@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import pytest
-
 from groupcoord.protocol import records as r
 from groupcoord.protocol.errors import Errors
 from tests.unit.harness import COMPLETING, PREPARING, STABLE, Harness, code, records_of
@@ -108,12 +106,6 @@ def test_empty_group_accepts_its_first_member():
 # -- group.max.size is a state rule: identity comes first (SPEC §2 validation order) ------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="core bug: Membership._join runs _accept_joining(group, member_id='') before it looks at the known "
-    "group_instance_id, so a static restart counts as a new member of a full group -> GROUP_MAX_SIZE_REACHED "
-    "instead of a replacement (SPEC §3.2; the max size applies to new members)",
-)
 def test_static_member_restart_in_a_full_stable_group_is_a_replacement_not_a_new_member():
     h = Harness(max_size=2)
     _a, s = h.form("a", static=["s1"])
@@ -125,12 +117,6 @@ def test_static_member_restart_in_a_full_stable_group_is_a_replacement_not_a_new
     assert (h.group().state, h.group().static_members["s1"]) == (STABLE, s.member_id)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="core bug: Membership._join runs _accept_joining(group, member_id='') before it looks at the known "
-    "group_instance_id, so a static restart counts as a new member of a full group -> GROUP_MAX_SIZE_REACHED "
-    "instead of a replacement (SPEC §3.2; the max size applies to new members)",
-)
 def test_static_member_restart_in_a_full_completing_group_rebalances():
     h = Harness(max_size=2)
     _a, s = h.form("a", static=["s1"], sync=False)
@@ -140,11 +126,6 @@ def test_static_member_restart_in_a_full_completing_group_rebalances():
     assert rb.cause == r.RebalanceCause.STATIC_MEMBER_REPLACED
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="core bug: the group.max.size check (a state rule) runs before member identity: JoinGroup with an "
-    "unknown member_id to a full Stable group -> GROUP_MAX_SIZE_REACHED, SPEC §2 order says UNKNOWN_MEMBER_ID",
-)
 def test_unknown_member_id_in_a_full_group_is_unknown_member():
     h = Harness(max_size=2)
     h.form("a", "b")
@@ -153,12 +134,6 @@ def test_unknown_member_id_in_a_full_group_is_unknown_member():
     assert eff.records == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="core bug: max-size check before identity: in PreparingRebalance at the limit, JoinGroup(member_id=s1's "
-    "id, group_instance_id mapped to another member) writes MemberRemoved(s1, group_max_size) and answers "
-    "GROUP_MAX_SIZE_REACHED; SPEC §2 identity order -> FENCED_INSTANCE_ID and nothing changes",
-)
 def test_fenced_join_in_a_full_preparing_group_does_not_evict_the_member():
     h = Harness(max_size=2)
     a, s = h.form("a", static=["s1"])

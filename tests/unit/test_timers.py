@@ -3,8 +3,6 @@ deadline, session expiry in each state, and that no group waits forever."""
 
 from __future__ import annotations
 
-import pytest
-
 from groupcoord.protocol import records as r
 from groupcoord.protocol.errors import Errors
 from tests.unit.harness import COMPLETING, EMPTY, PREPARING, STABLE, Harness, code, records_of
@@ -293,12 +291,6 @@ def test_abandoned_groups_always_reach_a_resting_state():
     h.assert_replay()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="core bug: when an initial-delay window ends, _on_join_deadline calls _complete_join even though a "
-    "KIP-394 pending member is outstanding; SPEC §3.1 pending members block join-phase completion -> generation 1 "
-    "completes at t=3s without d, d's join at t=3.5s starts a second rebalance",
-)
 def test_pending_member_blocks_the_end_of_the_initial_delay():
     """§3.1: pending members block join-phase completion, also when the initial delay runs out."""
     h = delayed()
