@@ -1,0 +1,235 @@
+"""Node settings: defaults < TOML file < environment (`GROUPCOORD_<NAME>`) < command-line flags.
+
+Every setting is declared once in `SETTINGS`; the flags, the environment names and the checks all come
+from that table, and docs/CONFIG.md documents it (a test keeps the two in step).
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from groupcoord.coordinator.config import GroupConfig
+from groupcoord.errors import UserError
+
+ENV_PREFIX = "GROUPCOORD_"
+CONFIG_ENV = ENV_PREFIX + "CONFIG"
+INT32_MAX = 2**31 - 1
+MS_PER_MINUTE = 60_000
+_GROUP_DEFAULTS = GroupConfig()
+
+
+class ConfigError(UserError):
+    """A setting is unknown, malformed or out of range."""
+
+
+@dataclass(frozen=True, slots=True)
+class Setting:
+    name: str
+    default: int | str
+    help: str
+    choices: tuple[str, ...] = ()
+    minimum: int = 0
+    maximum: int = INT32_MAX
+    # The GroupConfig field this setting feeds, and the factor from this setting's unit to the field's.
+    group_field: str = ""
+    scale: int = 1
+
+    @property
+    def env(self) -> str:
+        return ENV_PREFIX + self.name.upper()
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.name.replace("_", "-")
+
+    def parse(self, value: object, source: str, text: bool = False) -> int | str:
+        """Checks one value: `text` ones (environment, flags) are converted, TOML ones must have the right type."""
+        where = f"{source}: {self.name}"
+        if isinstance(self.default, str):
+            if not isinstance(value, str):
+                raise ConfigError(f"{where}: expected a string, got {value!r}")
+            if self.choices and value.lower() not in self.choices:
+                raise ConfigError(f"{where}: expected one of {', '.join(self.choices)}, got {value!r}")
+            return value.lower() if self.choices else value
+        if text and isinstance(value, str):
+            try:
+                value = int(value.strip(), 10)
+            except ValueError:
+                raise ConfigError(f"{where}: expected an integer, got {value!r}") from None
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(f"{where}: expected an integer, got {value!r}")
+        if not self.minimum <= value <= self.maximum:
+            raise ConfigError(f"{where}: must be between {self.minimum} and {self.maximum}, got {value}")
+        return value
+
+
+def _group(name: str, field: str, help: str, minimum: int = 0, scale: int = 1) -> Setting:
+    default = getattr(_GROUP_DEFAULTS, field)
+    return Setting(name, default // scale, help, minimum=minimum, group_field=field, scale=scale)
+
+
+SETTINGS: tuple[Setting, ...] = (
+    Setting("node_id", 1, "This node's id, reported by FindCoordinator and DescribeCluster."),
+    Setting("host", "127.0.0.1", "Address the gRPC server listens on."),
+    Setting("port", 50051, "TCP port the gRPC server listens on; 0 picks a free one.", maximum=65_535),
+    Setting("advertised_host", "", "Host that clients are told to connect to; empty means `host`."),
+    Setting("log_level", "info", "Lowest level logged.", choices=("debug", "info", "warning", "error")),
+    Setting("log_format", "text", "`text` (key=value) or `json` (JSON lines).", choices=("text", "json")),
+    Setting(
+        "max_request_bytes",
+        4 * 1024 * 1024,
+        "Largest request message accepted; bigger ones fail with gRPC RESOURCE_EXHAUSTED.",
+        minimum=1024,
+    ),
+    Setting("shutdown_grace_ms", 5_000, "On SIGTERM/SIGINT, how long in-flight calls may take to finish."),
+    _group(
+        "group_min_session_timeout_ms",
+        "min_session_timeout_ms",
+        "Shortest session timeout a JoinGroup may ask for (else INVALID_SESSION_TIMEOUT).",
+        minimum=1,
+    ),
+    _group(
+        "group_max_session_timeout_ms",
+        "max_session_timeout_ms",
+        "Longest session timeout a JoinGroup may ask for (else INVALID_SESSION_TIMEOUT).",
+        minimum=1,
+    ),
+    Setting(
+        "group_max_size",
+        0,
+        "Most members a group may have (else GROUP_MAX_SIZE_REACHED); 0 means unlimited.",
+        group_field="max_size",
+    ),
+    _group(
+        "group_initial_rebalance_delay_ms",
+        "initial_rebalance_delay_ms",
+        "How long the first rebalance of an Empty group waits for more members to arrive.",
+    ),
+    _group(
+        "offset_metadata_max_bytes",
+        "offset_metadata_max_bytes",
+        "Longest metadata string of one committed offset (else OFFSET_METADATA_TOO_LARGE).",
+    ),
+    _group(
+        "offsets_retention_minutes",
+        "offsets_retention_ms",
+        "How long the offsets of an Empty group are kept after it became Empty.",
+        minimum=1,
+        scale=MS_PER_MINUTE,
+    ),
+    _group(
+        "offsets_retention_check_interval_ms",
+        "offsets_retention_check_interval_ms",
+        "How often expired offsets and empty groups are looked for.",
+        minimum=1,
+    ),
+    _group(
+        "group_max_pending_members",
+        "max_pending_members",
+        "Most member ids per group handed out with MEMBER_ID_REQUIRED and not joined yet.",
+        minimum=1,
+    ),
+    _group(
+        "group_max_id_length",
+        "max_id_length",
+        "Longest group id, group instance id, client id and protocol name (characters).",
+        minimum=1,
+    ),
+    _group(
+        "group_max_member_metadata_bytes",
+        "max_member_metadata_bytes",
+        "Most protocol metadata bytes one member may send in a JoinGroup (else INVALID_REQUEST).",
+    ),
+    _group("group_max_protocols", "max_protocols", "Most protocols one member may offer.", minimum=1),
+)
+_BY_NAME = {s.name: s for s in SETTINGS}
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSettings:
+    node_id: int
+    host: str
+    port: int
+    advertised_host: str
+    log_level: str
+    log_format: str
+    max_request_bytes: int
+    shutdown_grace_ms: int
+    group: GroupConfig
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Adds `--config` and one flag per setting; an absent flag leaves the lower layers in force."""
+    parser.add_argument(
+        "--config", metavar="FILE", help=f"TOML file with settings (also ${CONFIG_ENV}); see docs/CONFIG.md"
+    )
+    for s in SETTINGS:
+        metavar = "{" + ",".join(s.choices) + "}" if s.choices else ("N" if isinstance(s.default, int) else "TEXT")
+        parser.add_argument(
+            s.flag, dest=s.name, metavar=metavar, help=f"{s.help} (default: {s.default!r}; env {s.env})"
+        )
+
+
+def load(args: argparse.Namespace, environ: Mapping[str, str]) -> NodeSettings:
+    values: dict[str, int | str] = {s.name: s.default for s in SETTINGS}
+    path = args.config or environ.get(CONFIG_ENV)
+    if path:
+        values.update(_read_file(Path(path)))
+    for s in SETTINGS:
+        if s.env in environ:
+            values[s.name] = s.parse(environ[s.env], f"environment {s.env}", text=True)
+    for s in SETTINGS:
+        flag_value = getattr(args, s.name, None)
+        if flag_value is not None:
+            values[s.name] = s.parse(flag_value, f"flag {s.flag}", text=True)
+    return _build(values)
+
+
+def _read_file(path: Path) -> dict[str, int | str]:
+    try:
+        with path.open("rb") as f:
+            data = tomllib.load(f)
+    except OSError as exc:
+        raise ConfigError(f"config file {path}: {exc.strerror}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"config file {path}: not valid TOML: {exc}") from None
+    values: dict[str, int | str] = {}
+    for key, value in data.items():
+        setting = _BY_NAME.get(key)
+        if setting is None:
+            close = difflib.get_close_matches(key, _BY_NAME, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise ConfigError(f"config file {path}: unknown setting {key!r}{hint}")
+        values[key] = setting.parse(value, f"config file {path}")
+    return values
+
+
+def _build(values: dict[str, int | str]) -> NodeSettings:
+    lo, hi = values["group_min_session_timeout_ms"], values["group_max_session_timeout_ms"]
+    if lo > hi:  # type: ignore[operator]
+        raise ConfigError(f"group_min_session_timeout_ms ({lo}) must not exceed group_max_session_timeout_ms ({hi})")
+    group_kwargs: dict[str, int | None] = {}
+    for s in SETTINGS:
+        if s.group_field:
+            group_kwargs[s.group_field] = int(values[s.name]) * s.scale
+    group_kwargs["max_size"] = group_kwargs["max_size"] or None
+    try:
+        group = GroupConfig(**group_kwargs)  # type: ignore[arg-type]
+    except ValueError as exc:
+        raise ConfigError(f"group settings: {exc}") from None
+    return NodeSettings(
+        node_id=int(values["node_id"]),
+        host=str(values["host"]),
+        port=int(values["port"]),
+        advertised_host=str(values["advertised_host"] or values["host"]),
+        log_level=str(values["log_level"]),
+        log_format=str(values["log_format"]),
+        max_request_bytes=int(values["max_request_bytes"]),
+        shutdown_grace_ms=int(values["shutdown_grace_ms"]),
+        group=group,
+    )

@@ -1,0 +1,117 @@
+"""A single groupcoord node: one gRPC aio server on uvloop serving one coordinator core for all groups.
+
+Replication arrives with the Raft layer; until then the node is the coordinator of every group.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+
+import grpc
+import uvloop
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from groupcoord.coordinator import GroupCoordinator
+from groupcoord.errors import StartupError
+from groupcoord.node import logs
+from groupcoord.node.clock import SystemClock
+from groupcoord.node.config import NodeSettings
+from groupcoord.node.driver import CoreDriver
+from groupcoord.node.logs import fields
+from groupcoord.node.service import SERVICE_NAME, GroupCoordinatorService, NodeIdentity
+
+log = logging.getLogger("groupcoord.node")
+
+HEALTH_SERVICE_NAME = health_pb2.DESCRIPTOR.services_by_name["Health"].full_name
+
+
+def listen_address(host: str, port: int) -> str:
+    return f"[{host}]:{port}" if ":" in host and not host.startswith("[") else f"{host}:{port}"
+
+
+class Node:
+    """One node's server, core and driver; `start()` binds and serves, `stop()` shuts down gracefully."""
+
+    def __init__(self, settings: NodeSettings) -> None:
+        self._settings = settings
+        self._health = health.aio.HealthServicer()
+        self._server: grpc.aio.Server | None = None
+        self._driver: CoreDriver | None = None
+
+    async def start(self) -> int:
+        """Returns the port it listens on (the one asked for, or the one picked for port 0)."""
+        settings = self._settings
+        clock = SystemClock()
+        core = GroupCoordinator(settings.group, clock)
+        driver = CoreDriver(core, clock, asyncio.get_running_loop())
+        server = grpc.aio.server(
+            options=[
+                ("grpc.max_receive_message_length", settings.max_request_bytes),
+                # Without this a second node could bind the same port and silently share its connections.
+                ("grpc.so_reuseport", 0),
+            ]
+        )
+        address = listen_address(settings.host, settings.port)
+        try:
+            port = server.add_insecure_port(address)
+        except RuntimeError as exc:
+            raise StartupError(f"cannot listen on {address}: {exc}") from None
+        service = GroupCoordinatorService(
+            core, driver, NodeIdentity(settings.node_id, settings.advertised_host, port), settings.group.max_id_length
+        )
+        server.add_generic_rpc_handlers((service.generic_handler(),))
+        health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
+        reflection.enable_server_reflection((SERVICE_NAME, HEALTH_SERVICE_NAME, reflection.SERVICE_NAME), server)
+        await server.start()
+        for name in ("", SERVICE_NAME):
+            await self._health.set(name, health_pb2.HealthCheckResponse.SERVING)
+        self._server, self._driver = server, driver
+        log.info(
+            "node.started",
+            extra=fields(
+                node_id=settings.node_id,
+                address=listen_address(settings.host, port),
+                loop=type(asyncio.get_running_loop()).__module__,
+            ),
+        )
+        return port
+
+    async def stop(self) -> None:
+        if self._server is None or self._driver is None:
+            return
+        grace_ms = self._settings.shutdown_grace_ms
+        log.info("node.stopping", extra=fields(grace_ms=grace_ms))
+        await self._health.enter_graceful_shutdown()
+        # Parked JoinGroup/SyncGroup calls would otherwise hold the whole grace period; their clients rediscover.
+        self._driver.unload()
+        await self._server.stop(grace_ms / 1000)
+        self._server = None
+        log.info("node.stopped")
+
+
+async def _main(settings: NodeSettings) -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, _on_signal, stop, sig)
+    node = Node(settings)
+    await node.start()
+    try:
+        await stop.wait()
+    finally:
+        await node.stop()
+
+
+def _on_signal(stop: asyncio.Event, sig: signal.Signals) -> None:
+    log.info("node.signal", extra=fields(signal=sig.name))
+    stop.set()
+
+
+def run(settings: NodeSettings) -> int:
+    """Runs a node in the foreground until SIGTERM or SIGINT; 0 after a graceful shutdown."""
+    logs.setup(settings.log_level, settings.log_format)
+    uvloop.run(_main(settings))
+    return 0

@@ -1,0 +1,112 @@
+"""Node-level behaviour: health, reflection, the node RPCs, logs, graceful shutdown, and handler failures."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import grpc
+import pytest
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha.proto_reflection_descriptor_database import ProtoReflectionDescriptorDatabase
+
+from groupcoord.coordinator import GroupCoordinator
+from groupcoord.protocol.errors import Errors
+from groupcoord.protocol.v1 import groupcoord_pb2 as pb
+from groupcoord.protocol.v1 import groupcoord_pb2_grpc as pb_grpc
+from tests.e2e.support import SERVICE, join_dynamic, join_request, start_node, stop_node
+
+
+async def test_health_is_serving_for_the_server_and_the_service(channel):
+    health = health_pb2_grpc.HealthStub(channel)
+    for service in ("", SERVICE):
+        reply = await health.Check(health_pb2.HealthCheckRequest(service=service))
+        assert reply.status == health_pb2.HealthCheckResponse.SERVING
+
+
+def test_reflection_lists_and_describes_the_service(node):
+    with grpc.insecure_channel(node.address) as channel:
+        db = ProtoReflectionDescriptorDatabase(channel)
+        assert SERVICE in db.get_services()
+        assert "grpc.health.v1.Health" in db.get_services()
+        assert db.FindFileContainingSymbol(SERVICE).package == "groupcoord.v1"
+
+
+async def test_find_coordinator_and_describe_cluster_name_this_node(node, stub):
+    found = await stub.FindCoordinator(pb.FindCoordinatorRequest(group_ids=["a", "b"]))
+    assert [(c.group_id, c.node_id, c.host, c.port, c.error_code) for c in found.coordinators] == [
+        ("a", 1, "127.0.0.1", node.port, Errors.NONE),
+        ("b", 1, "127.0.0.1", node.port, Errors.NONE),
+    ]
+    before = await stub.DescribeCluster(pb.DescribeClusterRequest())
+    assert before.node_id == 1
+    assert [(n.node_id, n.port, n.alive) for n in before.nodes] == [(1, node.port, True)]
+    assert before.partition_count == 1
+    (partition,) = before.partitions
+    assert (partition.partition_id, partition.leader_node_id, partition.term) == (0, 1, 0)
+    assert list(partition.replica_node_ids) == [1]
+
+    await stub.JoinGroup(join_request("cluster-commit-index"))  # MEMBER_ID_REQUIRED writes one record batch
+    after = await stub.DescribeCluster(pb.DescribeClusterRequest())
+    assert after.partitions[0].commit_index == partition.commit_index + 1
+
+
+def test_the_node_runs_on_uvloop_and_logs_json_lines(node):
+    (started,) = [e for e in node.events() if e["event"] == "node.started"]
+    assert started["loop"] == "uvloop"
+    assert started["level"] == "info"
+    assert started["node_id"] == 1
+
+
+async def test_sigterm_answers_parked_joins_and_exits_zero(tmp_path):
+    # A long initial delay keeps the first JoinGroup parked until the node shuts down.
+    node = start_node(tmp_path / "node.log", "--group-initial-rebalance-delay-ms=60000")
+    try:
+        async with grpc.aio.insecure_channel(node.address) as channel:
+            stub = pb_grpc.GroupCoordinatorStub(channel)
+            parked = asyncio.ensure_future(join_dynamic(stub, "parked"))
+            await asyncio.sleep(0.5)
+            assert not parked.done()
+            code = await asyncio.to_thread(stop_node, node)
+            reply = await asyncio.wait_for(parked, timeout=5)
+    finally:
+        stop_node(node)
+    assert code == 0
+    assert reply.error_code == Errors.COORDINATOR_NOT_AVAILABLE
+    events = [e["event"] for e in node.events()]
+    assert events[-3:] == ["node.signal", "node.stopping", "node.stopped"]
+
+
+async def test_a_failing_handler_answers_internal_and_the_node_keeps_serving(monkeypatch, caplog):
+    """In-process, so the core can be made to fail: one RPC breaks, the others and other groups still work."""
+    from groupcoord.cli import build_parser
+    from groupcoord.node.config import load
+    from groupcoord.node.server import Node
+
+    original = GroupCoordinator.heartbeat
+
+    def heartbeat(self, req, token=None):
+        if req.group_id == "boom":
+            raise RuntimeError("injected failure")
+        return original(self, req, token)
+
+    monkeypatch.setattr(GroupCoordinator, "heartbeat", heartbeat)
+    settings = load(build_parser().parse_args(["node", "--port=0", "--group-initial-rebalance-delay-ms=0"]), {})
+    server = Node(settings)
+    port = await server.start()
+    try:
+        async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
+            stub = pb_grpc.GroupCoordinatorStub(channel)
+            with caplog.at_level(logging.ERROR), pytest.raises(grpc.aio.AioRpcError) as err:
+                await stub.Heartbeat(pb.HeartbeatRequest(group_id="boom", member_id="m"))
+            assert err.value.code() == grpc.StatusCode.INTERNAL
+            assert any(r.getMessage() == "rpc.failed" and r.exc_info for r in caplog.records)
+
+            joined = await join_dynamic(stub, "fine")
+            assert joined.error_code == Errors.NONE
+            reply = await stub.Heartbeat(
+                pb.HeartbeatRequest(group_id="fine", member_id=joined.member_id, generation_id=joined.generation_id)
+            )
+            assert reply.error_code == Errors.NONE
+    finally:
+        await server.stop()
