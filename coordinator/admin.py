@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from groupcoord.coordinator.offsets import Offsets
-from groupcoord.coordinator.runtime import Token
+from groupcoord.coordinator.runtime import Token, core_call
 from groupcoord.coordinator.state import Group, GroupState
 from groupcoord.protocol import records as r
 from groupcoord.protocol.errors import Errors
@@ -13,8 +13,8 @@ _STATE_NAMES = {state.value.lower(): state for state in GroupState}
 
 
 class Admin(Offsets):
-    def describe_groups(self, req: pb.DescribeGroupsRequest, token: Token | None = None):  # noqa: ANN201
-        token = self._begin(token)
+    @core_call
+    def describe_groups(self, req: pb.DescribeGroupsRequest, token: Token) -> None:
         resp = pb.DescribeGroupsResponse()
         for group_id in req.group_ids:
             code = self._group_id_error(group_id, allow_empty=True)
@@ -26,7 +26,7 @@ class Admin(Offsets):
             else:
                 resp.groups.append(self._describe(group))
         self._reply(token, resp)
-        return self._end()
+        return
 
     def _describe(self, group: Group) -> pb.DescribeGroupsResponse.Group:
         stable = group.state == GroupState.STABLE
@@ -64,8 +64,8 @@ class Admin(Offsets):
             )
         return out
 
-    def list_groups(self, req: pb.ListGroupsRequest, token: Token | None = None):  # noqa: ANN201
-        token = self._begin(token)
+    @core_call
+    def list_groups(self, req: pb.ListGroupsRequest, token: Token) -> None:
         wanted: set[GroupState] = set()
         for name in req.states_filter:
             state = _STATE_NAMES.get(name.lower())
@@ -74,21 +74,21 @@ class Admin(Offsets):
                     token,
                     pb.ListGroupsResponse(error_code=Errors.INVALID_REQUEST, error_message=f"unknown state {name!r}"),
                 )
-                return self._end()
+                return
             wanted.add(state)
         if self.unloaded:
             self._reply(token, pb.ListGroupsResponse(error_code=Errors.COORDINATOR_NOT_AVAILABLE))
-            return self._end()
+            return
         resp = pb.ListGroupsResponse(error_code=Errors.NONE)
         for group_id in sorted(self.store.groups):
             group = self.store.groups[group_id]
             if not wanted or group.state in wanted:
                 resp.groups.add(group_id=group_id, protocol_type=group.protocol_type, group_state=group.state.value)
         self._reply(token, resp)
-        return self._end()
+        return
 
-    def delete_groups(self, req: pb.DeleteGroupsRequest, token: Token | None = None):  # noqa: ANN201
-        token = self._begin(token)
+    @core_call
+    def delete_groups(self, req: pb.DeleteGroupsRequest, token: Token) -> None:
         resp = pb.DeleteGroupsResponse()
         for group_id in req.group_ids:
             code = self._group_id_error(group_id, allow_empty=True)
@@ -101,4 +101,3 @@ class Admin(Offsets):
                 self._emit(r.GroupDeleted(group_id, "admin", self._wall()))
             resp.results.add(group_id=group_id, error_code=code)
         self._reply(token, resp)
-        return self._end()

@@ -7,7 +7,7 @@ addMemberAndRebalance); every hard change is a record written through `_emit`.
 
 from __future__ import annotations
 
-from groupcoord.coordinator.runtime import JOIN, SYNC, Runtime, Token, join_error, sync_error
+from groupcoord.coordinator.runtime import JOIN, SYNC, Runtime, Token, core_call, join_error, sync_error
 from groupcoord.coordinator.state import Group, GroupState
 from groupcoord.protocol import records as r
 from groupcoord.protocol.errors import Errors
@@ -102,8 +102,8 @@ class Membership(Runtime):
 
     # -- JoinGroup ----------------------------------------------------------------------------------
 
-    def join_group(self, req: pb.JoinGroupRequest, token: Token | None = None, client_host: str = ""):  # noqa: ANN201
-        token = self._begin(token)
+    @core_call
+    def join_group(self, req: pb.JoinGroupRequest, token: Token, client_host: str = "") -> None:
         code = self._group_id_error(req.group_id)
         message = ""
         if code == Errors.NONE:
@@ -112,7 +112,7 @@ class Membership(Runtime):
             self._reply(token, join_error(code, req.member_id, message))
         else:
             self._join(req, token, client_host)
-        return self._end()
+        return
 
     def _join(self, req: pb.JoinGroupRequest, token: Token, client_host: str) -> None:
         group = self.store.get(req.group_id)
@@ -431,8 +431,8 @@ class Membership(Runtime):
 
     # -- SyncGroup ----------------------------------------------------------------------------------
 
-    def sync_group(self, req: pb.SyncGroupRequest, token: Token | None = None):  # noqa: ANN201
-        token = self._begin(token)
+    @core_call
+    def sync_group(self, req: pb.SyncGroupRequest, token: Token) -> None:
         code, group = self._generation_check(req.group_id, req.member_id, req.group_instance_id, req.generation_id)
         if code == Errors.NONE and group is not None:
             if (req.protocol_type and req.protocol_type != group.protocol_type) or (
@@ -443,14 +443,14 @@ class Membership(Runtime):
                 code = Errors.REBALANCE_IN_PROGRESS
             elif group.state == COMPLETING:
                 self._sync_completing(group, req, token)
-                return self._end()
+                return
             else:
                 self._soft(group.group_id).pending_sync.discard(req.member_id)
                 self._refresh_session(group, req.member_id)
                 self._reply(token, self._sync_ok(group, req.member_id))
-                return self._end()
+                return
         self._reply(token, sync_error(code))
-        return self._end()
+        return
 
     def _generation_check(
         self, group_id: str, member_id: str, instance_id: str, generation_id: int
@@ -496,27 +496,27 @@ class Membership(Runtime):
 
     # -- Heartbeat ----------------------------------------------------------------------------------
 
-    def heartbeat(self, req: pb.HeartbeatRequest, token: Token | None = None):  # noqa: ANN201
-        token = self._begin(token)
+    @core_call
+    def heartbeat(self, req: pb.HeartbeatRequest, token: Token) -> None:
         code, group = self._generation_check(req.group_id, req.member_id, req.group_instance_id, req.generation_id)
         if code == Errors.NONE and group is not None:
             self._refresh_session(group, req.member_id)
             if group.state == PREPARING:
                 code = Errors.REBALANCE_IN_PROGRESS
         self._reply(token, pb.HeartbeatResponse(error_code=code))
-        return self._end()
+        return
 
     # -- LeaveGroup ---------------------------------------------------------------------------------
 
-    def leave_group(self, req: pb.LeaveGroupRequest, token: Token | None = None):  # noqa: ANN201
-        token = self._begin(token)
+    @core_call
+    def leave_group(self, req: pb.LeaveGroupRequest, token: Token) -> None:
         code = self._group_id_error(req.group_id)
         if code == Errors.NONE and not req.members:
             self._reply(token, pb.LeaveGroupResponse(error_code=Errors.INVALID_REQUEST, error_message="no members"))
-            return self._end()
+            return
         if code != Errors.NONE:
             self._reply(token, pb.LeaveGroupResponse(error_code=code))
-            return self._end()
+            return
         group = self.store.get(req.group_id)
         resp = pb.LeaveGroupResponse(error_code=Errors.NONE)
         for leaving in req.members:
@@ -525,7 +525,7 @@ class Membership(Runtime):
                 member_id=leaving.member_id, group_instance_id=leaving.group_instance_id, error_code=member_code
             )
         self._reply(token, resp)
-        return self._end()
+        return
 
     def _leave_one(self, group: Group, leaving: pb.LeaveGroupRequest.MemberIdentity) -> Errors:
         member_id, instance_id = leaving.member_id, leaving.group_instance_id
@@ -551,17 +551,17 @@ class Membership(Runtime):
 
     # -- AddMembersToGroup --------------------------------------------------------------------------
 
-    def add_members(self, req: pb.AddMembersToGroupRequest, token: Token | None = None):  # noqa: ANN201
-        token = self._begin(token)
+    @core_call
+    def add_members(self, req: pb.AddMembersToGroupRequest, token: Token) -> None:
         code = self._group_id_error(req.group_id)
         if code == Errors.NONE and not req.group_instance_ids:
             self._reply(
                 token, pb.AddMembersToGroupResponse(error_code=Errors.INVALID_REQUEST, error_message="no instance ids")
             )
-            return self._end()
+            return
         if code != Errors.NONE:
             self._reply(token, pb.AddMembersToGroupResponse(error_code=code))
-            return self._end()
+            return
         group = self.store.get(req.group_id)
         known = set(group.static_members) | set(group.registered_instances) if group else set()
         size = len(group.members) + len(group.registered_instances) if group else 0
@@ -581,7 +581,7 @@ class Membership(Runtime):
         if accepted:
             self._emit(r.InstancesRegistered(req.group_id, tuple(accepted), self._wall()))
         self._reply(token, resp)
-        return self._end()
+        return
 
 
 def _protocols(req: pb.JoinGroupRequest) -> r.Protocols:

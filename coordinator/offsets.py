@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from groupcoord.coordinator.membership import Membership
-from groupcoord.coordinator.runtime import Token
+from groupcoord.coordinator.runtime import Token, core_call
 from groupcoord.coordinator.state import Group, GroupState
 from groupcoord.protocol import records as r
 from groupcoord.protocol.errors import Errors
@@ -11,8 +11,8 @@ from groupcoord.protocol.v1 import groupcoord_pb2 as pb
 
 
 class Offsets(Membership):
-    def offset_commit(self, req: pb.OffsetCommitRequest, token: Token | None = None):  # noqa: ANN201
-        token = self._begin(token)
+    @core_call
+    def offset_commit(self, req: pb.OffsetCommitRequest, token: Token) -> None:
         code = self._group_id_error(req.group_id, allow_empty=True)
         if code == Errors.NONE:
             code = self._commit_error(self.store.get(req.group_id), req)
@@ -43,7 +43,7 @@ class Offsets(Membership):
             rec = r.OffsetsCommitted(req.group_id, req.member_id, req.generation_id, tuple(rows), self._wall())
             self._emit(rec)
         self._reply(token, resp)
-        return self._end()
+        return
 
     def _commit_error(self, group: Group | None, req: pb.OffsetCommitRequest) -> Errors:
         """Kafka's doCommitOffsets fencing; generation -1 with no member id is a "simple" commit."""
@@ -65,8 +65,8 @@ class Offsets(Membership):
         self._refresh_session(group, req.member_id)
         return Errors.NONE
 
-    def offset_fetch(self, req: pb.OffsetFetchRequest, token: Token | None = None):  # noqa: ANN201
-        token = self._begin(token)
+    @core_call
+    def offset_fetch(self, req: pb.OffsetFetchRequest, token: Token) -> None:
         code = self._group_id_error(req.group_id, allow_empty=True)
         resp = pb.OffsetFetchResponse(error_code=code)
         group = self.store.get(req.group_id) if code == Errors.NONE else None
@@ -98,7 +98,7 @@ class Offsets(Membership):
                     metadata=entry.metadata,
                 )
         self._reply(token, resp)
-        return self._end()
+        return
 
     def _on_retention_check(self) -> None:
         """KIP-211: a consumer group's offsets expire `retention` after it became Empty; offsets of a

@@ -11,10 +11,11 @@ never replicated: `load()` rebuilds it from the hard state with fresh deadlines,
 
 from __future__ import annotations
 
+import functools
 import uuid
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar
 
 from groupcoord.coordinator.config import GroupConfig
 from groupcoord.coordinator.state import Group, GroupState, GroupStore
@@ -51,6 +52,34 @@ class Effects:
             if t == token:
                 return message
         return None
+
+
+class CoreCallFailed(Exception):
+    """A call raised half-way. `effects` holds what it did before: records already applied to the store
+    (the caller must still replicate them, or replicas diverge) and replies already due to other requests."""
+
+    def __init__(self, effects: Effects) -> None:
+        super().__init__("coordinator call failed")
+        self.effects = effects
+
+
+R = TypeVar("R", bound="Runtime")
+P = ParamSpec("P")
+
+
+def core_call(method: Callable[Concatenate[R, Any, Token, P], None]) -> Callable[..., Effects]:
+    """Wraps a public call: `call(request, token=None, ...)` returns the `Effects` the body produced."""
+
+    @functools.wraps(method)
+    def wrapper(self: R, request: Any = None, token: Token | None = None, *args: P.args, **kwargs: P.kwargs) -> Effects:
+        token = self._begin(token)
+        try:
+            method(self, request, token, *args, **kwargs)
+        except Exception as exc:
+            raise CoreCallFailed(self._end()) from exc
+        return self._end()
+
+    return wrapper
 
 
 @dataclass(slots=True)
@@ -205,9 +234,9 @@ class Runtime:
                 self.timers.arm((SYNC, gid), now + group.rebalance_timeout_ms)
         self.timers.arm((RETENTION,), now + self.config.offsets_retention_check_interval_ms)
 
-    def unload(self) -> Effects:
+    @core_call
+    def unload(self, _request: None, _token: Token) -> None:
         """The partition moved away: every parked request fails with COORDINATOR_NOT_AVAILABLE."""
-        self._begin(None)
         for soft in self.soft.values():
             for member_id, token in soft.join_waiters.items():
                 self._reply(token, join_error(Errors.COORDINATOR_NOT_AVAILABLE, member_id))
@@ -216,20 +245,18 @@ class Runtime:
         self.soft.clear()
         self.timers.clear()
         self.unloaded = True
-        return self._end()
 
     def next_deadline(self) -> int | None:
         """Monotonic time at which `tick()` has work to do."""
         return None if self.unloaded else self.timers.next_deadline()
 
-    def tick(self) -> Effects:
+    @core_call
+    def tick(self, _request: None, _token: Token) -> None:
         """Fires every timer that is due."""
-        self._begin(None)
         if not self.unloaded:
             now = self._mono()
             while (key := self.timers.pop_due(now)) is not None:
                 self._fire(key)  # type: ignore[arg-type]
-        return self._end()
 
     def _fire(self, key: tuple[str, ...]) -> None:
         raise NotImplementedError

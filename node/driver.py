@@ -16,6 +16,7 @@ from collections.abc import Callable, Hashable, Iterable
 from google.protobuf.message import Message
 
 from groupcoord.coordinator import Clock, Effects, GroupCoordinator
+from groupcoord.coordinator.runtime import CoreCallFailed
 from groupcoord.node.logs import fields
 from groupcoord.protocol import records as r
 
@@ -54,12 +55,18 @@ class CoreDriver:
         self._run(self._core.unload)
 
     def _run(self, invoke: Callable[[], Effects]) -> None:
+        """A call that fails half-way still commits and delivers what it did before failing, then raises."""
+        failure: CoreCallFailed | None = None
         try:
             effects = invoke()
+        except CoreCallFailed as exc:
+            failure, effects = exc, exc.effects
         finally:
             self._rearm()
         self._commit(effects.records)
         self._deliver(effects.replies)
+        if failure is not None:
+            raise failure.__cause__ or failure
 
     def _commit(self, records: list[r.Record]) -> None:
         """The replication seam: the records are applied in the core; replies wait until this returns.
