@@ -321,10 +321,11 @@ class Membership(Runtime):
         if not self._emit(rec):
             return
         soft = self._soft(group.group_id)
-        for mid, sync_token in soft.sync_waiters.items():
+        # Un-park first: a parked member's session is paused, and refreshing it restarts it.
+        waiters, soft.sync_waiters = soft.sync_waiters, {}
+        for mid, sync_token in waiters.items():
             self._reply(sync_token, sync_error(Errors.REBALANCE_IN_PROGRESS))
             self._refresh_session(group, mid)
-        soft.sync_waiters.clear()
         soft.pending_sync.clear()
         self.timers.cancel((SYNC, group.group_id))
         delay = self.config.initial_rebalance_delay_ms
@@ -476,11 +477,9 @@ class Membership(Runtime):
         given = {a.member_id: a.assignment for a in req.assignments}
         assignments = {mid: given.get(mid, b"") for mid in group.members}
         self._emit(r.AssignmentsSynced(group.group_id, group.generation_id, assignments, self._wall()))
-        for mid, sync_token in soft.sync_waiters.items():
+        waiters, soft.sync_waiters = soft.sync_waiters, {}
+        for mid, sync_token in waiters.items():
             self._reply(sync_token, self._sync_ok(group, mid))
-        waiting = list(soft.sync_waiters)
-        soft.sync_waiters.clear()
-        for mid in waiting:
             self._refresh_session(group, mid)
         if not soft.pending_sync:
             self.timers.cancel((SYNC, group.group_id))
