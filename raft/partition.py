@@ -1,0 +1,186 @@
+"""One coordinator partition: a pysyncobj Raft group whose log holds the coordinator's record batches.
+
+Every replica (leader included) applies committed entries to an apply-only `GroupStore` on pysyncobj's
+tick thread. There is exactly one `@replicated` method, so pysyncobj's method numbering (it sorts the
+names of replicated methods) can never re-map an old journal; what an entry means is decided by our own
+versioned envelope:
+
+    msgpack [ENTRY_VERSION, kind, term, node_id, payload]
+
+* `barrier` — committed by a new leader before it serves the partition (its own term). Applying it
+  raises the partition's fence to that term.
+* `records` — `protocol.records.encode_batch` bytes. Applied only if `term` is not below the fence, so a
+  batch written by a node that had already lost leadership (pysyncobj forwards a follower's commands to
+  the leader) is never applied: term fencing.
+
+Snapshots are the store's msgpack snapshot plus the fence (a custom serializer: no pickle of our objects,
+and no fork of the gRPC process — pysyncobj only forks for its default serializer).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import msgpack
+from pysyncobj import SyncObj, SyncObjConf, replicated
+from pysyncobj.node import TCPNode
+
+from groupcoord.coordinator.state import GroupStore
+from groupcoord.protocol import records as r
+
+log = logging.getLogger(__name__)
+
+ENTRY_VERSION = 1
+SNAPSHOT_VERSION = 1
+BARRIER, RECORDS = "barrier", "records"
+
+
+@dataclass(frozen=True, slots=True)
+class RaftSettings:
+    """pysyncobj timing, tuned for failover well inside the minimum session timeout (see docs/ARCHITECTURE.md)."""
+
+    # Election timeout range (pysyncobj defaults 0.4-1.4 s).
+    election_min_s: float = 0.2
+    election_max_s: float = 0.6
+    # How often the leader sends AppendEntries when batching (default 0.1 s adds up to 100 ms per commit).
+    append_entries_period_s: float = 0.05
+    # Send each command at once instead of waiting for the next period.
+    append_entries_use_batch: bool = False
+    # A leader that has not heard from a quorum for this long steps down (default 30 s).
+    leader_fallback_timeout_s: float = 1.0
+    # Idle connections are not dropped before a send (pysyncobj >= 0.3.12 drops them and with it the
+    # first RequestVote after a leader crash); reconnects are attempted every second.
+    connection_timeout_s: float = 60.0
+    connection_retry_s: float = 1.0
+    log_compaction_min_entries: int = 5000
+    log_compaction_min_time_s: float = 300.0
+    tick_period_s: float = 0.05
+
+
+def encode_entry(kind: str, term: int, node_id: int, payload: bytes) -> bytes:
+    return msgpack.packb([ENTRY_VERSION, kind, term, node_id, payload], use_bin_type=True)
+
+
+class PartitionReplica(SyncObj):
+    """The replicated log and the committed `GroupStore` of one partition on one node."""
+
+    def __init__(
+        self,
+        partition_id: int,
+        node_id: int,
+        self_address: str,
+        peer_addresses: list[str],
+        secret: str,
+        data_prefix: str,
+        settings: RaftSettings,
+        on_applied: Callable[[PartitionReplica, int, list[r.Record]], None] | None = None,
+    ) -> None:
+        self.partition_id = partition_id
+        self.node_id = node_id
+        self.store = GroupStore()
+        self.fence_term = 0
+        self.applied_batches = 0
+        self.fenced_batches = 0
+        # Guards `store` and `fence_term` between the tick thread (apply, snapshot) and readers elsewhere.
+        self.lock = threading.Lock()
+        self._on_applied = on_applied
+        conf = SyncObjConf(
+            password=secret,
+            bindAddress=self_address,
+            raftMinTimeout=settings.election_min_s,
+            raftMaxTimeout=settings.election_max_s,
+            appendEntriesPeriod=settings.append_entries_period_s,
+            appendEntriesUseBatch=settings.append_entries_use_batch,
+            leaderFallbackTimeout=settings.leader_fallback_timeout_s,
+            connectionTimeout=settings.connection_timeout_s,
+            connectionRetryTime=settings.connection_retry_s,
+            logCompactionMinEntries=settings.log_compaction_min_entries,
+            logCompactionMinTime=settings.log_compaction_min_time_s,
+            autoTickPeriod=settings.tick_period_s,
+            # Both: a journal alone cannot recover a replica after log compaction.
+            journalFile=f"{data_prefix}.journal",
+            fullDumpFile=f"{data_prefix}.snapshot",
+            serializer=self._write_snapshot,
+            deserializer=self._read_snapshot,
+            useFork=False,
+        )
+        super().__init__(self_address, peer_addresses, conf)
+
+    # -- the replicated entry point -------------------------------------------------------------------
+
+    @replicated
+    def apply_entry(self, entry: bytes) -> bool:
+        """Runs on every replica at commit (pysyncobj tick thread); True when the entry took effect."""
+        try:
+            version, kind, term, _node_id, payload = msgpack.unpackb(entry, raw=False, use_list=False)
+        except (ValueError, TypeError, msgpack.UnpackException):
+            log.error("partition.bad_entry", extra={"partition": self.partition_id})
+            return False
+        if version != ENTRY_VERSION:
+            log.warning("partition.unknown_entry_version", extra={"partition": self.partition_id, "v": version})
+            return False
+        if kind == BARRIER:
+            with self.lock:
+                self.fence_term = max(self.fence_term, term)
+            return True
+        if kind != RECORDS:
+            log.warning("partition.unknown_entry_kind", extra={"partition": self.partition_id, "kind": kind})
+            return False
+        with self.lock:
+            if term < self.fence_term:
+                self.fenced_batches += 1
+                return False
+            batch = r.decode_batch(payload)
+            for rec in batch:
+                self.store.apply(rec)
+            self.applied_batches += 1
+        if self._on_applied is not None:
+            self._on_applied(self, term, batch)
+        return True
+
+    # -- snapshots ------------------------------------------------------------------------------------
+
+    def _write_snapshot(self, path: str, raft_data: tuple[Any, Any, Any]) -> None:
+        last_entry, previous_entry, cluster = raft_data
+        with self.lock:
+            body = {
+                "version": SNAPSHOT_VERSION,
+                "partition": self.partition_id,
+                "fence_term": self.fence_term,
+                "store": self.store.snapshot(),
+                "raft": [list(last_entry), list(previous_entry), sorted(node.address for node in cluster)],
+            }
+        with open(path, "wb") as f:
+            f.write(msgpack.packb(body, use_bin_type=True))
+
+    def _read_snapshot(self, path: str) -> tuple[Any, Any, Any]:
+        with open(path, "rb") as f:
+            body = msgpack.unpackb(f.read(), raw=False, use_list=True, strict_map_key=False)
+        if body.get("version") != SNAPSHOT_VERSION or body.get("partition") != self.partition_id:
+            raise ValueError(f"snapshot {path} is not a v{SNAPSHOT_VERSION} snapshot of partition {self.partition_id}")
+        last_entry, previous_entry, addresses = body["raft"]
+        with self.lock:
+            self.store = GroupStore.restore(body["store"])
+            self.fence_term = body["fence_term"]
+        return tuple(last_entry), tuple(previous_entry), {TCPNode(a) for a in addresses}
+
+    # -- status ---------------------------------------------------------------------------------------
+
+    def is_leader(self) -> bool:
+        return self._isLeader()
+
+    def term(self) -> int:
+        return self.raftCurrentTerm
+
+    def leader_address(self) -> str | None:
+        leader = self._getLeader()
+        return leader.address if leader is not None else None
+
+    def snapshot_store(self) -> tuple[dict[str, Any], int]:
+        """A consistent copy of the committed state and the fence, for a new leader's working core."""
+        with self.lock:
+            return self.store.snapshot(), self.fence_term

@@ -1,0 +1,170 @@
+"""One coordinator partition replicated by pysyncobj across three in-process replicas on loopback."""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from groupcoord.coordinator.state import GroupStore
+from groupcoord.protocol import records as r
+from groupcoord.raft.partition import BARRIER, RECORDS, PartitionReplica, RaftSettings, encode_entry
+
+SECRET = "test-cluster-secret"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait(predicate: Callable[[], bool], timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not reached in time")
+        time.sleep(0.01)
+
+
+class Cluster:
+    def __init__(self, tmp: Path, size: int = 3, secrets: list[str] | None = None) -> None:
+        self.tmp = tmp
+        self.addresses = [f"127.0.0.1:{_free_port()}" for _ in range(size)]
+        self.secrets = secrets or [SECRET] * size
+        self.replicas: list[PartitionReplica | None] = [self.start(i) for i in range(size)]
+
+    def start(self, i: int) -> PartitionReplica:
+        peers = [a for a in self.addresses if a != self.addresses[i]]
+        return PartitionReplica(
+            0, i + 1, self.addresses[i], peers, self.secrets[i], str(self.tmp / f"n{i}-p0"), RaftSettings()
+        )
+
+    def stop(self, i: int) -> None:
+        replica = self.replicas[i]
+        assert replica is not None
+        replica.destroy_synchronous()
+        self.replicas[i] = None
+
+    def live(self) -> list[PartitionReplica]:
+        return [x for x in self.replicas if x is not None]
+
+    def leader(self) -> PartitionReplica:
+        _wait(lambda: any(x.is_leader() for x in self.live()))
+        return next(x for x in self.live() if x.is_leader())
+
+    def close(self) -> None:
+        for i, replica in enumerate(self.replicas):
+            if replica is not None:
+                self.stop(i)
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[Cluster]:
+    c = Cluster(tmp_path)
+    yield c
+    c.close()
+
+
+def _commit(leader: PartitionReplica, records: list[r.Record], term: int | None = None) -> bool:
+    entry = encode_entry(RECORDS, leader.term() if term is None else term, leader.node_id, r.encode_batch(records))
+    return leader.apply_entry(entry, sync=True, timeout=5)
+
+
+def _barrier(leader: PartitionReplica) -> bool:
+    return leader.apply_entry(encode_entry(BARRIER, leader.term(), leader.node_id, b""), sync=True, timeout=5)
+
+
+def _offset(i: int) -> r.Record:
+    return r.OffsetsCommitted("g", "", -1, (("topic", i % 4, i, -1, ""),), 1_700_000_000_000 + i)
+
+
+def _converged(cluster: Cluster, expected: dict) -> bool:
+    return all(x.snapshot_store()[0] == expected for x in cluster.live())
+
+
+def test_batches_are_applied_on_every_replica_in_order(cluster: Cluster):
+    leader = cluster.leader()
+    assert _barrier(leader)
+    records = [_offset(i) for i in range(60)]
+    for i in range(0, 60, 3):
+        assert _commit(leader, records[i : i + 3])
+    replay = GroupStore()
+    for rec in records:
+        replay.apply(rec)
+    _wait(lambda: _converged(cluster, replay.snapshot()))
+    assert leader.store.groups["g"].offsets[("topic", 3)].offset == 59
+
+
+def test_batches_of_an_older_term_than_the_barrier_are_fenced(cluster: Cluster):
+    leader = cluster.leader()
+    assert _barrier(leader)
+    assert _commit(leader, [_offset(1)])
+    # A node that lost leadership in an earlier term still proposes: the entry commits but is not applied.
+    assert _commit(leader, [_offset(2)], term=leader.term() - 1) is False
+    _wait(lambda: all(x.fenced_batches == 1 for x in cluster.live()))
+    for replica in cluster.live():
+        assert replica.store.groups["g"].offsets[("topic", 1)].offset == 1
+        assert ("topic", 2) not in replica.store.groups["g"].offsets
+
+
+def test_unknown_entry_kinds_and_versions_are_skipped(cluster: Cluster):
+    leader = cluster.leader()
+    assert leader.apply_entry(encode_entry("future-kind", leader.term(), 1, b""), sync=True, timeout=5) is False
+    assert leader.apply_entry(b"\xc1garbage", sync=True, timeout=5) is False
+    assert _commit(leader, [_offset(7)])
+
+
+def test_state_survives_compaction_and_a_full_restart(cluster: Cluster):
+    leader = cluster.leader()
+    assert _barrier(leader)
+    for i in range(40):
+        assert _commit(leader, [_offset(i)])
+    expected = leader.snapshot_store()[0]
+    _wait(lambda: _converged(cluster, expected))
+    for replica in cluster.live():
+        replica.forceLogCompaction()
+    _wait(lambda: all(Path(str(cluster.tmp / f"n{i}-p0.snapshot")).exists() for i in range(3)))
+    for i in range(20):
+        assert _commit(leader, [_offset(100 + i)])
+    expected = leader.snapshot_store()[0]
+    _wait(lambda: _converged(cluster, expected))
+    for i in range(3):
+        cluster.stop(i)
+    cluster.replicas = [cluster.start(i) for i in range(3)]
+    _wait(lambda: _converged(cluster, expected))
+    leader = cluster.leader()
+    assert _barrier(leader)
+    assert _commit(leader, [_offset(500)])
+
+
+def test_a_follower_behind_a_compaction_catches_up_from_the_snapshot(cluster: Cluster):
+    leader = cluster.leader()
+    lagging = next(i for i, x in enumerate(cluster.replicas) if x is not leader)
+    cluster.stop(lagging)
+    for i in range(30):
+        assert _commit(leader, [_offset(i)])
+    for replica in cluster.live():
+        replica.forceLogCompaction()
+    _wait(lambda: (cluster.tmp / f"n{cluster.replicas.index(leader)}-p0.snapshot").exists())
+    expected = leader.snapshot_store()[0]
+    cluster.replicas[lagging] = cluster.start(lagging)
+    _wait(lambda: _converged(cluster, expected), timeout=20)
+
+
+def test_a_replica_without_the_cluster_secret_gets_nothing(tmp_path: Path):
+    c = Cluster(tmp_path, secrets=[SECRET, SECRET, "wrong-secret"])
+    try:
+        leader = c.leader()
+        assert leader.node_id != 3
+        assert _commit(leader, [_offset(1)])
+        time.sleep(0.5)
+        intruder = c.replicas[2]
+        assert intruder is not None
+        assert intruder.snapshot_store()[0]["groups"] == []
+        assert not intruder.is_leader()
+    finally:
+        c.close()
