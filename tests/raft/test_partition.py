@@ -71,11 +71,11 @@ def cluster(tmp_path: Path) -> Iterator[Cluster]:
 
 def _commit(leader: PartitionReplica, records: list[r.Record], term: int | None = None) -> bool:
     entry = encode_entry(RECORDS, leader.term() if term is None else term, leader.node_id, r.encode_batch(records))
-    return leader.apply_entry(entry, sync=True, timeout=5)
+    return leader.apply_entry(entry, sync=True, timeout=10)
 
 
 def _barrier(leader: PartitionReplica) -> bool:
-    return leader.apply_entry(encode_entry(BARRIER, leader.term(), leader.node_id, b""), sync=True, timeout=5)
+    return leader.apply_entry(encode_entry(BARRIER, leader.term(), leader.node_id, b""), sync=True, timeout=10)
 
 
 def _offset(i: int) -> r.Record:

@@ -1,0 +1,209 @@
+"""One coordinator partition as this node serves it: follower, loading leader, or serving leader.
+
+The replica (raft/partition.py) holds the *committed* store, applied on pysyncobj's tick thread. While
+this node leads the partition and its barrier is committed, a *working* `GroupCoordinator` — restored
+from the committed state, with fresh session deadlines (`load()`) — answers requests on the event loop.
+Its records are proposed as one batch per call, stamped with the leader's term; replies are held until
+every batch proposed before them has committed (pysyncobj reports commits in log order), so a client never
+hears of a change that could still be lost.
+
+Leadership is polled from the event loop (`poll()`, every few ms by the node): on gaining it the node
+proposes its barrier (COORDINATOR_LOAD_IN_PROGRESS until it commits); on losing it, or on any failed
+proposal, it drops the working core and answers every parked or uncommitted request with
+COORDINATOR_NOT_AVAILABLE at once, so clients rediscover the new coordinator.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import itertools
+import logging
+from collections import deque
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass, field
+from typing import Any
+
+from google.protobuf.message import Message
+
+from groupcoord.coordinator import Clock, Effects, GroupConfig, GroupCoordinator, GroupStore
+from groupcoord.coordinator.runtime import CoreCallFailed
+from groupcoord.node.responses import error_response
+from groupcoord.protocol import records as r
+from groupcoord.protocol.errors import Errors
+from groupcoord.raft.partition import BARRIER, RECORDS, PartitionReplica, encode_entry
+
+log = logging.getLogger(__name__)
+
+Token = int
+
+
+class Role(enum.Enum):
+    FOLLOWER = "follower"
+    LOADING = "loading"
+    LEADER = "leader"
+
+
+@dataclass(slots=True)
+class _Batch:
+    """A proposed batch and the replies that wait for it."""
+
+    seq: int
+    replies: list[tuple[Hashable, Message]] = field(default_factory=list)
+
+
+class PartitionHost:
+    def __init__(
+        self,
+        replica: PartitionReplica,
+        group_config: GroupConfig,
+        clock: Clock,
+        loop: asyncio.AbstractEventLoop,
+        new_uuid: Callable[[], str] | None = None,
+    ) -> None:
+        self.replica = replica
+        self.partition_id = replica.partition_id
+        self.role = Role.FOLLOWER
+        self.term = 0
+        self.core: GroupCoordinator | None = None
+        self._group_config = group_config
+        self._clock = clock
+        self._loop = loop
+        self._new_uuid = new_uuid
+        self._tokens = itertools.count(1)
+        self._seq = itertools.count(1)
+        self._waiting: dict[Hashable, tuple[Message, asyncio.Future[Message]]] = {}
+        self._inflight: deque[_Batch] = deque()
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_deadline: int | None = None
+
+    # -- leadership -----------------------------------------------------------------------------------
+
+    def poll(self) -> None:
+        """Follows the replica's Raft role; called periodically on the event loop."""
+        leading, term = self.replica.is_leader(), self.replica.term()
+        if self.role is not Role.FOLLOWER and (not leading or term != self.term):
+            self._step_down("leadership lost")
+        if leading and self.role is Role.FOLLOWER:
+            self.role, self.term = Role.LOADING, term
+            log.info("partition.loading", extra={"partition": self.partition_id, "term": term})
+            entry = encode_entry(BARRIER, term, self.replica.node_id, b"")
+            self.replica.apply_entry(entry, callback=self._threadsafe(self._on_barrier, term))
+
+    def _on_barrier(self, term: int, result: Any, error: Any) -> None:
+        if self.role is not Role.LOADING or term != self.term:
+            return
+        if error != 0 or result is not True:
+            self._step_down(f"barrier failed: {error}")
+            return
+        snapshot, _fence = self.replica.snapshot_store()
+        kwargs = {"new_uuid": self._new_uuid} if self._new_uuid else {}
+        self.core = GroupCoordinator(self._group_config, self._clock, store=GroupStore.restore(snapshot), **kwargs)
+        self.role = Role.LEADER
+        self._rearm()
+        log.info("partition.serving", extra={"partition": self.partition_id, "term": term})
+
+    def _step_down(self, why: str) -> None:
+        log.info("partition.unloaded", extra={"partition": self.partition_id, "term": self.term, "why": why})
+        self.role, self.core = Role.FOLLOWER, None
+        self._inflight.clear()
+        if self._timer is not None:
+            self._timer.cancel()
+        self._timer, self._timer_deadline = None, None
+        waiting, self._waiting = self._waiting, {}
+        for request, future in waiting.values():
+            if not future.done():
+                future.set_result(error_response(request, Errors.COORDINATOR_NOT_AVAILABLE))
+
+    def _threadsafe(self, fn: Callable[..., None], *bound: Any) -> Callable[[Any, Any], None]:
+        """A pysyncobj callback (tick thread) that runs `fn` on the event loop."""
+
+        def callback(result: Any, error: Any) -> None:
+            try:
+                self._loop.call_soon_threadsafe(fn, *bound, result, error)
+            except RuntimeError:
+                log.debug("partition.callback_after_loop_closed", extra={"partition": self.partition_id})
+
+        return callback
+
+    # -- calls ----------------------------------------------------------------------------------------
+
+    async def call(self, request: Message, invoke: Callable[[GroupCoordinator, Token], Effects]) -> Message:
+        """Runs one request on the working core; not leading → COORDINATOR_NOT_AVAILABLE / LOAD_IN_PROGRESS."""
+        if self.role is not Role.LEADER or self.core is None:
+            code = (
+                Errors.COORDINATOR_LOAD_IN_PROGRESS if self.role is Role.LOADING else Errors.COORDINATOR_NOT_AVAILABLE
+            )
+            return error_response(request, code)
+        token = next(self._tokens)
+        future: asyncio.Future[Message] = self._loop.create_future()
+        self._waiting[token] = (request, future)
+        try:
+            self._run(lambda core: invoke(core, token))
+            return await future
+        finally:
+            self._waiting.pop(token, None)
+
+    def _run(self, invoke: Callable[[GroupCoordinator], Effects]) -> None:
+        core = self.core
+        assert core is not None
+        failure: CoreCallFailed | None = None
+        try:
+            effects = invoke(core)
+        except CoreCallFailed as exc:
+            failure, effects = exc, exc.effects
+        self._rearm()
+        self._propose(effects.records, effects.replies)
+        if failure is not None:
+            raise failure.__cause__ or failure
+
+    def _propose(self, records: list[r.Record], replies: list[tuple[Hashable, Message]]) -> None:
+        if records:
+            batch = _Batch(next(self._seq), list(replies))
+            self._inflight.append(batch)
+            entry = encode_entry(RECORDS, self.term, self.replica.node_id, r.encode_batch(records))
+            self.replica.apply_entry(entry, callback=self._threadsafe(self._on_committed, self.term, batch.seq))
+        elif self._inflight:
+            # Replies read state that uncommitted batches wrote: they wait for those batches.
+            self._inflight[-1].replies.extend(replies)
+        else:
+            self._deliver(replies)
+
+    def _on_committed(self, term: int, seq: int, result: Any, error: Any) -> None:
+        if term != self.term or self.role is not Role.LEADER:
+            return
+        if error != 0 or result is not True:
+            self._step_down(f"batch {seq} not applied: error {error}, result {result}")
+            return
+        while self._inflight and self._inflight[0].seq <= seq:
+            self._deliver(self._inflight.popleft().replies)
+
+    def _deliver(self, replies: list[tuple[Hashable, Message]]) -> None:
+        for token, message in replies:
+            waiting = self._waiting.pop(token, None)
+            if waiting is not None and not waiting[1].done():
+                waiting[1].set_result(message)
+
+    # -- timers ---------------------------------------------------------------------------------------
+
+    def _rearm(self) -> None:
+        """One loop timer per partition at the working core's earliest deadline."""
+        deadline = self.core.next_deadline() if self.core is not None else None
+        if deadline == self._timer_deadline:
+            return
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self._timer_deadline = deadline
+        if deadline is not None:
+            delay_s = max(deadline - self._clock.mono_ms(), 0) / 1000
+            self._timer = self._loop.call_at(self._loop.time() + delay_s, self._on_timer)
+
+    def _on_timer(self) -> None:
+        self._timer, self._timer_deadline = None, None
+        if self.core is None:
+            return
+        try:
+            self._run(lambda core: core.tick())
+        except Exception:
+            log.exception("partition.timer_failed", extra={"partition": self.partition_id})
