@@ -78,6 +78,13 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("host", "127.0.0.1", "Address the gRPC server listens on."),
     Setting("port", 50051, "TCP port the gRPC server listens on; 0 picks a free one.", maximum=65_535),
     Setting("advertised_host", "", "Host that clients are told to connect to; empty means `host`."),
+    Setting(
+        "metrics_port",
+        -1,
+        "Port of the Prometheus endpoint on `host`; -1 disables it, 0 picks a free one.",
+        minimum=-1,
+        maximum=65_535,
+    ),
     Setting("log_level", "info", "Lowest level logged.", choices=("debug", "info", "warning", "error")),
     Setting("log_format", "text", "`text` (key=value) or `json` (JSON lines).", choices=("text", "json")),
     Setting(
@@ -156,6 +163,7 @@ class NodeSettings:
     host: str
     port: int
     advertised_host: str
+    metrics_port: int
     log_level: str
     log_format: str
     max_request_bytes: int
@@ -227,6 +235,7 @@ def _build(values: dict[str, int | str]) -> NodeSettings:
         host=str(values["host"]),
         port=int(values["port"]),
         advertised_host=str(values["advertised_host"] or values["host"]),
+        metrics_port=int(values["metrics_port"]),
         log_level=str(values["log_level"]),
         log_format=str(values["log_format"]),
         max_request_bytes=int(values["max_request_bytes"]),

@@ -18,6 +18,7 @@ from google.protobuf.message import Message
 from groupcoord.coordinator import Clock, Effects, GroupCoordinator
 from groupcoord.coordinator.runtime import CoreCallFailed
 from groupcoord.node.logs import fields
+from groupcoord.node.metrics import NodeMetrics
 from groupcoord.protocol import records as r
 
 log = logging.getLogger(__name__)
@@ -28,8 +29,11 @@ Token = int
 class CoreDriver:
     """The only code that touches the core; everything runs on the loop thread, so no locks."""
 
-    def __init__(self, core: GroupCoordinator, clock: Clock, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(
+        self, core: GroupCoordinator, clock: Clock, loop: asyncio.AbstractEventLoop, metrics: NodeMetrics | None = None
+    ) -> None:
         self._core = core
+        self._metrics = metrics
         self._clock = clock
         self._loop = loop
         self._tokens = itertools.count(1)
@@ -76,6 +80,8 @@ class CoreDriver:
         if not records:
             return
         self.batches_committed += 1
+        if self._metrics is not None:
+            self._metrics.on_commit(records)
         if log.isEnabledFor(logging.DEBUG):
             for rec in records:
                 log.debug("record", extra=fields(type=type(rec).__name__, group_id=rec.group_id, record=rec))

@@ -21,6 +21,7 @@ from groupcoord.node.clock import SystemClock
 from groupcoord.node.config import NodeSettings
 from groupcoord.node.driver import CoreDriver
 from groupcoord.node.logs import fields
+from groupcoord.node.metrics import NodeMetrics
 from groupcoord.node.service import SERVICE_NAME, GroupCoordinatorService, NodeIdentity
 
 log = logging.getLogger("groupcoord.node")
@@ -40,13 +41,15 @@ class Node:
         self._health = health.aio.HealthServicer()
         self._server: grpc.aio.Server | None = None
         self._driver: CoreDriver | None = None
+        self._metrics: NodeMetrics | None = None
 
     async def start(self) -> int:
         """Returns the port it listens on (the one asked for, or the one picked for port 0)."""
         settings = self._settings
         clock = SystemClock()
         core = GroupCoordinator(settings.group, clock)
-        driver = CoreDriver(core, clock, asyncio.get_running_loop())
+        metrics = NodeMetrics() if settings.metrics_port >= 0 else None
+        driver = CoreDriver(core, clock, asyncio.get_running_loop(), metrics)
         server = grpc.aio.server(
             options=[
                 ("grpc.max_receive_message_length", settings.max_request_bytes),
@@ -60,21 +63,32 @@ class Node:
         except RuntimeError as exc:
             raise StartupError(f"cannot listen on {address}: {exc}") from None
         service = GroupCoordinatorService(
-            core, driver, NodeIdentity(settings.node_id, settings.advertised_host, port), settings.group.max_id_length
+            core,
+            driver,
+            NodeIdentity(settings.node_id, settings.advertised_host, port),
+            settings.group.max_id_length,
+            metrics,
         )
         server.add_generic_rpc_handlers((service.generic_handler(),))
         health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
         reflection.enable_server_reflection((SERVICE_NAME, HEALTH_SERVICE_NAME, reflection.SERVICE_NAME), server)
+        extra: dict[str, str] = {}
+        if metrics is not None:
+            metrics.watch_cores(asyncio.get_running_loop(), lambda: (core,))
+            extra["metrics_address"] = listen_address(
+                settings.host, metrics.serve(settings.host, settings.metrics_port)
+            )
         await server.start()
         for name in ("", SERVICE_NAME):
             await self._health.set(name, health_pb2.HealthCheckResponse.SERVING)
-        self._server, self._driver = server, driver
+        self._server, self._driver, self._metrics = server, driver, metrics
         log.info(
             "node.started",
             extra=fields(
                 node_id=settings.node_id,
                 address=listen_address(settings.host, port),
                 loop=type(asyncio.get_running_loop()).__module__,
+                **extra,
             ),
         )
         return port
@@ -89,6 +103,8 @@ class Node:
         self._driver.unload()
         await self._server.stop(grace_ms / 1000)
         self._server = None
+        if self._metrics is not None:
+            await asyncio.to_thread(self._metrics.close)
         log.info("node.stopped")
 
 

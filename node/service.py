@@ -18,6 +18,7 @@ from google.protobuf.message_factory import GetMessageClass
 from groupcoord.coordinator import Effects, GroupCoordinator
 from groupcoord.node.driver import CoreDriver, Token
 from groupcoord.node.logs import fields
+from groupcoord.node.metrics import NodeMetrics
 from groupcoord.protocol.errors import Errors
 from groupcoord.protocol.v1 import groupcoord_pb2 as pb
 
@@ -55,9 +56,15 @@ class NodeIdentity:
 
 class GroupCoordinatorService:
     def __init__(
-        self, core: GroupCoordinator, driver: CoreDriver, node: NodeIdentity, max_group_id_length: int
+        self,
+        core: GroupCoordinator,
+        driver: CoreDriver,
+        node: NodeIdentity,
+        max_group_id_length: int,
+        metrics: NodeMetrics | None = None,
     ) -> None:
         self._core = core
+        self._metrics = metrics
         self._driver = driver
         self._node = node
         self._max_group_id_length = max_group_id_length
@@ -90,8 +97,9 @@ class GroupCoordinatorService:
         }
         return grpc.method_handlers_generic_handler(SERVICE_NAME, handlers)
 
-    @staticmethod
-    def _guarded(name: str, request_type: type[Message], handler: Handler) -> Callable[[bytes, Context], Awaitable]:
+    def _guarded(
+        self, name: str, request_type: type[Message], handler: Handler
+    ) -> Callable[[bytes, Context], Awaitable]:
         """Parses the request; a bug in one call becomes INTERNAL for that call, never a dead server."""
 
         async def handle(raw: bytes, context: Context) -> Message:
@@ -107,7 +115,7 @@ class GroupCoordinatorService:
                 log.exception("rpc.failed", extra=fields(rpc=name, peer=context.peer()))
                 await context.abort(grpc.StatusCode.INTERNAL, f"{name} failed on the server; see its log")
 
-        return handle
+        return handle if self._metrics is None else self._metrics.instrument(name, handle)
 
     def _core_call(self, method: Callable[[Message, Token], Effects]) -> Handler:
         async def handle(request: Message, context: Context) -> Message:

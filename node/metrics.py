@@ -1,0 +1,311 @@
+"""A node's Prometheus metrics: one `NodeMetrics` per node, on the node's own registry, served over HTTP.
+
+Three sources feed them:
+
+* `instrument()` wraps each RPC handler of the gRPC service: a request counter by API and Kafka error code,
+  and a latency histogram by API. Label children are bound once and cached, so a request costs a dict
+  lookup, one `inc()` and one `observe()`.
+* `on_commit()` is called by the driver with every batch of records it commits: record counts, rebalances
+  by cause, completed generations, and rebalance durations measured between the records' own `time_ms`.
+* A collector reads the cores at scrape time (groups by state, members, pending members, parked requests),
+  so those gauges cost nothing on the request path. It runs the read on the event loop, the only thread
+  that may touch a core.
+
+Every metric object is an attribute of `NodeMetrics`; a new one is one line in `__init__`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import concurrent.futures
+import logging
+import threading
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
+from time import perf_counter
+from typing import Any
+
+import grpc
+from google.protobuf.message import Message
+from prometheus_client import (
+    GC_COLLECTOR,
+    PLATFORM_COLLECTOR,
+    PROCESS_COLLECTOR,
+    CollectorRegistry,
+    Counter,
+    Histogram,
+    start_http_server,
+)
+from prometheus_client.metrics_core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from groupcoord.coordinator.runtime import Runtime
+from groupcoord.coordinator.state import GroupState
+from groupcoord.errors import StartupError
+from groupcoord.node.logs import fields
+from groupcoord.protocol import records as r
+from groupcoord.protocol.errors import Errors
+
+log = logging.getLogger(__name__)
+
+NAMESPACE = "groupcoord"
+# From a cached heartbeat (well under a millisecond) to a JoinGroup parked for a whole rebalance timeout.
+REQUEST_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+# A rebalance lasts at least one client round trip and at most a few rebalance timeouts (clients default to 5 min).
+REBALANCE_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0)
+# How long a scrape waits for the event loop to read the cores before leaving the core gauges out.
+CORE_READ_TIMEOUT_S = 5.0
+STORED_STATES = tuple(s for s in GroupState if s is not GroupState.DEAD)
+
+Handle = Callable[[bytes, grpc.aio.ServicerContext], Awaitable[Message]]
+
+
+def error_label(code: int) -> str:
+    """Kafka's name of an error code (`NONE`, `MEMBER_ID_REQUIRED`); a code Errors does not know, as its number."""
+    try:
+        return Errors(code).name
+    except ValueError:
+        return str(code)
+
+
+def _top_level_code(response: Any) -> tuple[int]:
+    return (response.error_code,)
+
+
+# Batch APIs answer per item: each item's code is counted once. Every other response has a top-level code.
+_ITEM_CODES: dict[str, Callable[[Any], Sequence[int]]] = {
+    "FindCoordinator": lambda m: [c.error_code for c in m.coordinators],
+    "DescribeGroups": lambda m: [g.error_code for g in m.groups],
+    "DeleteGroups": lambda m: [g.error_code for g in m.results],
+    "OffsetCommit": lambda m: [p.error_code for t in m.topics for p in t.partitions],
+}
+
+
+class _ApiMetrics:
+    """One API's request counter children (by outcome, bound on first use) and latency child."""
+
+    __slots__ = ("_api", "_children", "_requests", "codes", "latency")
+
+    def __init__(self, api: str, requests: Counter, latency: Histogram) -> None:
+        self._api = api
+        self._requests = requests
+        self._children: dict[int | str, Any] = {}
+        self.codes = _ITEM_CODES.get(api, _top_level_code)
+        self.latency = latency.labels(api)
+        self.count(Errors.NONE, 0)  # every API shows up from the first scrape
+
+    def count_response(self, response: Any) -> None:
+        codes = self.codes(response)
+        if len(codes) == 1:
+            self.count(codes[0])
+        elif not codes:  # an empty batch still counts as one request
+            self.count(Errors.NONE)
+        else:  # one inc() per distinct code: a commit of many partitions is mostly NONE
+            for code, amount in collections.Counter(codes).items():
+                self.count(code, amount)
+
+    def count(self, outcome: int | str, amount: int = 1) -> None:
+        """`outcome` is a Kafka error code, or a `grpc_<STATUS>` label for a call that failed at the gRPC level."""
+        child = self._children.get(outcome)
+        if child is None:
+            label = outcome if isinstance(outcome, str) else error_label(outcome)
+            child = self._children[outcome] = self._requests.labels(self._api, label)
+        child.inc(amount)
+
+
+class NodeMetrics:
+    """Every metric of one node. Create it, `watch_cores()`, then `serve()`; `close()` on the way out."""
+
+    def __init__(self) -> None:
+        self.registry = reg = CollectorRegistry(auto_describe=True)
+        # The process's CPU, memory, file descriptors, GC and Python version, as the global registry has them.
+        for collector in (PROCESS_COLLECTOR, GC_COLLECTOR, PLATFORM_COLLECTOR):
+            reg.register(collector)
+        ns = NAMESPACE
+        self.requests = Counter(
+            "requests", "RPC outcomes by API and Kafka error code", ("api", "error_code"), namespace=ns, registry=reg
+        )
+        self.request_latency = Histogram(
+            "request_latency_seconds",
+            "RPC latency by API",
+            ("api",),
+            namespace=ns,
+            registry=reg,
+            buckets=REQUEST_BUCKETS,
+        )
+        self.records = Counter("records", "Committed records by type", ("type",), namespace=ns, registry=reg)
+        self.commit_batches = Counter("commit_batches", "Committed record batches", namespace=ns, registry=reg)
+        self.rebalances = Counter("rebalances", "Rebalances started, by cause", ("cause",), namespace=ns, registry=reg)
+        self.generations_completed = Counter(
+            "generations_completed", "Join phases ended with a new generation", namespace=ns, registry=reg
+        )
+        self.rebalance_duration = Histogram(
+            "rebalance_duration_seconds",
+            "From a group's RebalanceStarted record to its AssignmentsSynced record",
+            namespace=ns,
+            registry=reg,
+            buckets=REBALANCE_BUCKETS,
+        )
+        self._record_children: dict[type, Any] = {}
+        # The causes the core writes today are bound up front, so each has a series (at 0) from the start.
+        self._cause_children: dict[str, Any] = {c.value: self.rebalances.labels(c.value) for c in r.RebalanceCause}
+        # group id -> time_ms of the RebalanceStarted that began its current rebalance; only groups mid-rebalance.
+        self._rebalance_started_ms: dict[str, int] = {}
+        self._http: tuple[Any, threading.Thread] | None = None
+
+    # -- requests -----------------------------------------------------------------------------------
+
+    def instrument(self, api: str, handle: Handle) -> Handle:
+        """Wraps one RPC's handler: counts each outcome and observes its latency."""
+        metrics = _ApiMetrics(api, self.requests, self.request_latency)
+
+        async def instrumented(raw: bytes, context: grpc.aio.ServicerContext) -> Message:
+            start = perf_counter()
+            try:
+                response = await handle(raw, context)
+            except grpc.aio.AbortError:
+                code = context.code()
+                metrics.count(f"grpc_{code.name}" if isinstance(code, grpc.StatusCode) else "grpc_UNKNOWN")
+                raise
+            except asyncio.CancelledError:  # the client went away or its deadline passed
+                metrics.count("grpc_CANCELLED")
+                raise
+            except Exception:  # `_guarded` turns failures into aborts; whatever still escapes is UNKNOWN to the client
+                metrics.count("grpc_UNKNOWN")
+                raise
+            finally:
+                metrics.latency.observe(perf_counter() - start)
+            metrics.count_response(response)
+            return response
+
+        return instrumented
+
+    # -- committed records --------------------------------------------------------------------------
+
+    def on_commit(self, records: Iterable[r.Record]) -> None:
+        """Called with every batch the driver commits, in commit order."""
+        self.commit_batches.inc()
+        for rec in records:
+            kind = type(rec)
+            child = self._record_children.get(kind)
+            if child is None:
+                child = self._record_children[kind] = self.records.labels(kind.__name__)
+            child.inc()
+            if isinstance(rec, r.RebalanceStarted):
+                self._on_rebalance_started(rec)
+            elif isinstance(rec, r.GenerationCompleted):
+                self.generations_completed.inc()
+                if not rec.leader_id:  # nobody joined: the group went Empty, the rebalance is over
+                    self._rebalance_started_ms.pop(rec.group_id, None)
+            elif isinstance(rec, r.AssignmentsSynced):
+                started = self._rebalance_started_ms.pop(rec.group_id, None)
+                if started is not None:
+                    self.rebalance_duration.observe(max(rec.time_ms - started, 0) / 1000)
+            elif isinstance(rec, r.GroupDeleted):
+                self._rebalance_started_ms.pop(rec.group_id, None)
+
+    def _on_rebalance_started(self, rec: r.RebalanceStarted) -> None:
+        child = self._cause_children.get(rec.cause)
+        if child is None:
+            child = self._cause_children[rec.cause] = self.rebalances.labels(rec.cause)
+        child.inc()
+        # A rebalance restarted before it synced (sync timeout) still counts from its first start.
+        self._rebalance_started_ms.setdefault(rec.group_id, rec.time_ms)
+
+    def rebalances_in_progress(self) -> int:
+        """How many groups have a rebalance start remembered (bounded by the groups mid-rebalance)."""
+        return len(self._rebalance_started_ms)
+
+    # -- scrape-time gauges and the endpoint --------------------------------------------------------
+
+    def watch_cores(self, loop: asyncio.AbstractEventLoop, cores: Callable[[], Iterable[Runtime]]) -> None:
+        """Scrapes report the groups of `cores()` (the cores this node leads), read on `loop`."""
+        self.registry.register(_CoreCollector(loop, cores))
+
+    def serve(self, host: str, port: int) -> int:
+        """Starts the HTTP endpoint (`/metrics`) on a daemon thread; returns its port (the one picked for 0)."""
+        try:
+            server, thread = start_http_server(port, host, self.registry)
+        except OSError as exc:
+            raise StartupError(f"cannot serve metrics on {host}:{port}: {exc.strerror or exc}") from None
+        self._http = (server, thread)
+        return server.server_port
+
+    def close(self) -> None:
+        """Stops the endpoint (blocks up to half a second: the server's poll interval)."""
+        if self._http is None:
+            return
+        server, thread = self._http
+        self._http = None
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
+class _CoreCollector(Collector):
+    """Group gauges computed from the cores at scrape time; the cores are read on their event loop."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, cores: Callable[[], Iterable[Runtime]]) -> None:
+        self._loop = loop
+        self._cores = cores
+
+    def describe(self) -> list[Metric]:
+        return list(self._families(None))
+
+    def collect(self) -> Iterator[Metric]:
+        yield from self._families(self._read_on_loop())
+
+    def _families(self, values: tuple[dict[str, int], int, int, int] | None) -> Iterator[Metric]:
+        groups = GaugeMetricFamily(f"{NAMESPACE}_groups", "Groups by state", labels=("state",))
+        members = GaugeMetricFamily(f"{NAMESPACE}_members", "Members of all groups")
+        pending = GaugeMetricFamily(
+            f"{NAMESPACE}_pending_members", "Member ids handed out with MEMBER_ID_REQUIRED, not joined yet"
+        )
+        parked = GaugeMetricFamily(f"{NAMESPACE}_parked_requests", "JoinGroup/SyncGroup requests waiting for a reply")
+        if values is not None:
+            by_state, member_count, pending_count, parked_count = values
+            for state, count in by_state.items():
+                groups.add_metric((state,), count)
+            members.add_metric((), member_count)
+            pending.add_metric((), pending_count)
+            parked.add_metric((), parked_count)
+        yield from (groups, members, pending, parked)
+
+    def _read(self) -> tuple[dict[str, int], int, int, int]:
+        by_state = dict.fromkeys(STORED_STATES, 0)
+        members = pending = parked = 0
+        for core in self._cores():
+            for group in core.store.groups.values():
+                by_state[group.state] += 1
+                members += len(group.members)
+                pending += len(group.pending_members)
+            parked += core.parked_count()
+        return {str(s): n for s, n in by_state.items()}, members, pending, parked
+
+    def _read_on_loop(self) -> tuple[dict[str, int], int, int, int] | None:
+        """The values, or None (logged) when the loop is gone or too busy to answer in time."""
+        if _running_loop() is self._loop:  # scraped from the loop itself (in-process use): read directly
+            return self._read()
+        future: concurrent.futures.Future[tuple[dict[str, int], int, int, int]] = concurrent.futures.Future()
+
+        def read() -> None:
+            if future.set_running_or_notify_cancel():
+                try:
+                    future.set_result(self._read())
+                except Exception as exc:
+                    future.set_exception(exc)
+
+        try:
+            self._loop.call_soon_threadsafe(read)
+            return future.result(CORE_READ_TIMEOUT_S)
+        except (RuntimeError, TimeoutError) as exc:  # loop closed, or busy for too long
+            future.cancel()
+            log.warning("metrics.cores_unread", extra=fields(error=repr(exc)))
+            return None
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
