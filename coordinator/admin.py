@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from groupcoord.coordinator.offsets import Offsets
 from groupcoord.coordinator.runtime import Token, core_call
-from groupcoord.coordinator.state import Group, GroupState
+from groupcoord.coordinator.state import Group, GroupState, GroupStore
 from groupcoord.protocol import records as r
 from groupcoord.protocol.errors import Errors
 from groupcoord.protocol.v1 import groupcoord_pb2 as pb
@@ -66,26 +68,10 @@ class Admin(Offsets):
 
     @core_call
     def list_groups(self, req: pb.ListGroupsRequest, token: Token) -> None:
-        wanted: set[GroupState] = set()
-        for name in req.states_filter:
-            state = _STATE_NAMES.get(name.lower())
-            if state is None:
-                self._reply(
-                    token,
-                    pb.ListGroupsResponse(error_code=Errors.INVALID_REQUEST, error_message=f"unknown state {name!r}"),
-                )
-                return
-            wanted.add(state)
         if self.unloaded:
             self._reply(token, pb.ListGroupsResponse(error_code=Errors.COORDINATOR_NOT_AVAILABLE))
-            return
-        resp = pb.ListGroupsResponse(error_code=Errors.NONE)
-        for group_id in sorted(self.store.groups):
-            group = self.store.groups[group_id]
-            if not wanted or group.state in wanted:
-                resp.groups.add(group_id=group_id, protocol_type=group.protocol_type, group_state=group.state.value)
-        self._reply(token, resp)
-        return
+        else:
+            self._reply(token, list_groups([self.store], req.states_filter))
 
     @core_call
     def delete_groups(self, req: pb.DeleteGroupsRequest, token: Token) -> None:
@@ -101,3 +87,18 @@ class Admin(Offsets):
                 self._emit(r.GroupDeleted(group_id, "admin", self._wall()))
             resp.results.add(group_id=group_id, error_code=code)
         self._reply(token, resp)
+
+
+def list_groups(stores: Iterable[GroupStore], states_filter: Iterable[str]) -> pb.ListGroupsResponse:
+    """ListGroups over the given stores (a node lists every partition's committed groups)."""
+    wanted: set[GroupState] = set()
+    for name in states_filter:
+        state = _STATE_NAMES.get(name.lower())
+        if state is None:
+            return pb.ListGroupsResponse(error_code=Errors.INVALID_REQUEST, error_message=f"unknown state {name!r}")
+        wanted.add(state)
+    listed = [(gid, g) for store in stores for gid, g in store.groups.items() if not wanted or g.state in wanted]
+    resp = pb.ListGroupsResponse(error_code=Errors.NONE)
+    for group_id, group in sorted(listed, key=lambda item: item[0]):
+        resp.groups.add(group_id=group_id, protocol_type=group.protocol_type, group_state=group.state.value)
+    return resp

@@ -85,6 +85,38 @@ SETTINGS: tuple[Setting, ...] = (
         minimum=-1,
         maximum=65_535,
     ),
+    Setting(
+        "peers",
+        "",
+        "Every node of the cluster as `id=host:port:raft_port`, comma-separated (this node included); "
+        "empty runs a single-node cluster. Partition k of a node uses Raft port raft_port+k.",
+    ),
+    Setting(
+        "raft_port",
+        0,
+        "First Raft port of a single-node cluster (partition k uses raft_port+k); 0 picks free ports. "
+        "With `peers`, this node's entry there decides.",
+        maximum=65_535,
+    ),
+    Setting(
+        "partitions",
+        16,
+        "Coordinator partitions (Raft groups); fixed when the cluster is created.",
+        minimum=1,
+        maximum=1024,
+    ),
+    Setting(
+        "data_dir",
+        "",
+        "Directory for the Raft journals and snapshots; empty means a temporary directory removed at exit "
+        "(nothing survives a restart).",
+    ),
+    Setting(
+        "cluster_secret",
+        "",
+        "Shared secret that encrypts and authenticates Raft traffic; required with `peers` "
+        "(prefer the environment variable to a file or a flag).",
+    ),
     Setting("log_level", "info", "Lowest level logged.", choices=("debug", "info", "warning", "error")),
     Setting("log_format", "text", "`text` (key=value) or `json` (JSON lines).", choices=("text", "json")),
     Setting(
@@ -164,6 +196,11 @@ class NodeSettings:
     port: int
     advertised_host: str
     metrics_port: int
+    peers: str
+    raft_port: int
+    partitions: int
+    data_dir: str
+    cluster_secret: str
     log_level: str
     log_format: str
     max_request_bytes: int
@@ -236,6 +273,11 @@ def _build(values: dict[str, int | str]) -> NodeSettings:
         port=int(values["port"]),
         advertised_host=str(values["advertised_host"] or values["host"]),
         metrics_port=int(values["metrics_port"]),
+        peers=str(values["peers"]),
+        raft_port=int(values["raft_port"]),
+        partitions=int(values["partitions"]),
+        data_dir=str(values["data_dir"]),
+        cluster_secret=str(values["cluster_secret"]),
         log_level=str(values["log_level"]),
         log_format=str(values["log_format"]),
         max_request_bytes=int(values["max_request_bytes"]),

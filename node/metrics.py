@@ -5,7 +5,7 @@ Three sources feed them:
 * `instrument()` wraps each RPC handler of the gRPC service: a request counter by API and Kafka error code,
   and a latency histogram by API. Label children are bound once and cached, so a request costs a dict
   lookup, one `inc()` and one `observe()`.
-* `on_commit()` is called by the driver with every batch of records it commits: record counts, rebalances
+* `on_commit()` is called by the partition leader with every batch of records once it commits: record counts, rebalances
   by cause, completed generations, and rebalance durations measured between the records' own `time_ms`.
 * A collector reads the cores at scrape time (groups by state, members, pending members, parked requests),
   so those gauges cost nothing on the request path. It runs the read on the event loop, the only thread

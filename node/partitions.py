@@ -49,6 +49,7 @@ class _Batch:
     """A proposed batch and the replies that wait for it."""
 
     seq: int
+    records: list[r.Record]
     replies: list[tuple[Hashable, Message]] = field(default_factory=list)
 
 
@@ -60,8 +61,10 @@ class PartitionHost:
         clock: Clock,
         loop: asyncio.AbstractEventLoop,
         new_uuid: Callable[[], str] | None = None,
+        on_commit: Callable[[list[r.Record]], None] | None = None,
     ) -> None:
         self.replica = replica
+        self._on_commit = on_commit
         self.partition_id = replica.partition_id
         self.role = Role.FOLLOWER
         self.term = 0
@@ -83,7 +86,7 @@ class PartitionHost:
         """Follows the replica's Raft role; called periodically on the event loop."""
         leading, term = self.replica.is_leader(), self.replica.term()
         if self.role is not Role.FOLLOWER and (not leading or term != self.term):
-            self._step_down("leadership lost")
+            self.step_down("leadership lost")
         if leading and self.role is Role.FOLLOWER:
             self.role, self.term = Role.LOADING, term
             log.info("partition.loading", extra={"partition": self.partition_id, "term": term})
@@ -94,7 +97,7 @@ class PartitionHost:
         if self.role is not Role.LOADING or term != self.term:
             return
         if error != 0 or result is not True:
-            self._step_down(f"barrier failed: {error}")
+            self.step_down(f"barrier failed: {error}")
             return
         snapshot, _fence = self.replica.snapshot_store()
         kwargs = {"new_uuid": self._new_uuid} if self._new_uuid else {}
@@ -103,7 +106,7 @@ class PartitionHost:
         self._rearm()
         log.info("partition.serving", extra={"partition": self.partition_id, "term": term})
 
-    def _step_down(self, why: str) -> None:
+    def step_down(self, why: str) -> None:
         log.info("partition.unloaded", extra={"partition": self.partition_id, "term": self.term, "why": why})
         self.role, self.core = Role.FOLLOWER, None
         self._inflight.clear()
@@ -159,7 +162,7 @@ class PartitionHost:
 
     def _propose(self, records: list[r.Record], replies: list[tuple[Hashable, Message]]) -> None:
         if records:
-            batch = _Batch(next(self._seq), list(replies))
+            batch = _Batch(next(self._seq), records, list(replies))
             self._inflight.append(batch)
             entry = encode_entry(RECORDS, self.term, self.replica.node_id, r.encode_batch(records))
             self.replica.apply_entry(entry, callback=self._threadsafe(self._on_committed, self.term, batch.seq))
@@ -173,10 +176,13 @@ class PartitionHost:
         if term != self.term or self.role is not Role.LEADER:
             return
         if error != 0 or result is not True:
-            self._step_down(f"batch {seq} not applied: error {error}, result {result}")
+            self.step_down(f"batch {seq} not applied: error {error}, result {result}")
             return
         while self._inflight and self._inflight[0].seq <= seq:
-            self._deliver(self._inflight.popleft().replies)
+            batch = self._inflight.popleft()
+            if self._on_commit is not None:
+                self._on_commit(batch.records)
+            self._deliver(batch.replies)
 
     def _deliver(self, replies: list[tuple[Hashable, Message]]) -> None:
         for token, message in replies:

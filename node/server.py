@@ -1,7 +1,4 @@
-"""A single groupcoord node: one gRPC aio server on uvloop serving one coordinator core for all groups.
-
-Replication arrives with the Raft layer; until then the node is the coordinator of every group.
-"""
+"""A groupcoord node: one gRPC aio server on uvloop in front of this node's replicas of the P partitions."""
 
 from __future__ import annotations
 
@@ -14,15 +11,13 @@ import uvloop
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from groupcoord.coordinator import GroupCoordinator
 from groupcoord.errors import StartupError
 from groupcoord.node import logs
-from groupcoord.node.clock import SystemClock
+from groupcoord.node.cluster import NodeCluster
 from groupcoord.node.config import NodeSettings
-from groupcoord.node.driver import CoreDriver
 from groupcoord.node.logs import fields
 from groupcoord.node.metrics import NodeMetrics
-from groupcoord.node.service import SERVICE_NAME, GroupCoordinatorService, NodeIdentity
+from groupcoord.node.service import SERVICE_NAME, GroupCoordinatorService
 
 log = logging.getLogger("groupcoord.node")
 
@@ -34,22 +29,20 @@ def listen_address(host: str, port: int) -> str:
 
 
 class Node:
-    """One node's server, core and driver; `start()` binds and serves, `stop()` shuts down gracefully."""
+    """One node's server and partitions; `start()` binds and serves, `stop()` shuts down gracefully."""
 
     def __init__(self, settings: NodeSettings) -> None:
         self._settings = settings
         self._health = health.aio.HealthServicer()
         self._server: grpc.aio.Server | None = None
-        self._driver: CoreDriver | None = None
+        self._cluster: NodeCluster | None = None
         self._metrics: NodeMetrics | None = None
 
     async def start(self) -> int:
         """Returns the port it listens on (the one asked for, or the one picked for port 0)."""
         settings = self._settings
-        clock = SystemClock()
-        core = GroupCoordinator(settings.group, clock)
+        loop = asyncio.get_running_loop()
         metrics = NodeMetrics() if settings.metrics_port >= 0 else None
-        driver = CoreDriver(core, clock, asyncio.get_running_loop(), metrics)
         server = grpc.aio.server(
             options=[
                 ("grpc.max_receive_message_length", settings.max_request_bytes),
@@ -62,45 +55,62 @@ class Node:
             port = server.add_insecure_port(address)
         except RuntimeError as exc:
             raise StartupError(f"cannot listen on {address}: {exc}") from None
-        service = GroupCoordinatorService(
-            core,
-            driver,
-            NodeIdentity(settings.node_id, settings.advertised_host, port),
-            settings.group.max_id_length,
-            metrics,
+        cluster = NodeCluster(
+            settings.node_id,
+            settings.host,
+            port,
+            settings.advertised_host,
+            settings.peers,
+            settings.raft_port,
+            settings.partitions,
+            settings.data_dir,
+            settings.cluster_secret,
+            settings.group,
+            loop,
+            on_commit=metrics.on_commit if metrics is not None else None,
         )
+        service = GroupCoordinatorService(cluster, settings.group.max_id_length, metrics)
         server.add_generic_rpc_handlers((service.generic_handler(),))
         health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
         reflection.enable_server_reflection((SERVICE_NAME, HEALTH_SERVICE_NAME, reflection.SERVICE_NAME), server)
         extra: dict[str, str] = {}
         if metrics is not None:
-            metrics.watch_cores(asyncio.get_running_loop(), lambda: (core,))
+            metrics.watch_cores(loop, cluster.leading_cores)
             extra["metrics_address"] = listen_address(
                 settings.host, metrics.serve(settings.host, settings.metrics_port)
             )
-        await server.start()
         for name in ("", SERVICE_NAME):
-            await self._health.set(name, health_pb2.HealthCheckResponse.SERVING)
-        self._server, self._driver, self._metrics = server, driver, metrics
+            await self._health.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
+        # SERVING once every partition has a leader and those this node leads have committed their barrier.
+        cluster.watch_ready(lambda ready: loop.create_task(self._set_health(ready)))
+        await server.start()
+        self._server, self._cluster, self._metrics = server, cluster, metrics
         log.info(
             "node.started",
             extra=fields(
                 node_id=settings.node_id,
                 address=listen_address(settings.host, port),
-                loop=type(asyncio.get_running_loop()).__module__,
+                loop=type(loop).__module__,
+                partitions=settings.partitions,
+                raft_port=cluster.me.raft_port,
                 **extra,
             ),
         )
         return port
 
+    async def _set_health(self, ready: bool) -> None:
+        status = health_pb2.HealthCheckResponse.SERVING if ready else health_pb2.HealthCheckResponse.NOT_SERVING
+        for name in ("", SERVICE_NAME):
+            await self._health.set(name, status)
+
     async def stop(self) -> None:
-        if self._server is None or self._driver is None:
+        if self._server is None or self._cluster is None:
             return
         grace_ms = self._settings.shutdown_grace_ms
         log.info("node.stopping", extra=fields(grace_ms=grace_ms))
         await self._health.enter_graceful_shutdown()
         # Parked JoinGroup/SyncGroup calls would otherwise hold the whole grace period; their clients rediscover.
-        self._driver.unload()
+        self._cluster.close()
         await self._server.stop(grace_ms / 1000)
         self._server = None
         if self._metrics is not None:

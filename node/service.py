@@ -1,24 +1,29 @@
-"""The `groupcoord.v1.GroupCoordinator` gRPC service of a single node.
+"""The `groupcoord.v1.GroupCoordinator` gRPC service of a node.
 
 Requests arrive as raw bytes and are parsed here, so a malformed payload is answered with
-INVALID_ARGUMENT (grpc's own deserializer failure would surface as INTERNAL). Group RPCs go to the core
-through the driver; FindCoordinator and DescribeCluster are about nodes and are answered here.
+INVALID_ARGUMENT (grpc's own deserializer failure would surface as INTERNAL). A group's requests go to
+the host of its partition (node/partitions.py), which answers COORDINATOR_NOT_AVAILABLE unless this node
+leads the partition; FindCoordinator, ListGroups and DescribeCluster are answered by any node.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 
 import grpc
 from google.protobuf.message import DecodeError, Message
 from google.protobuf.message_factory import GetMessageClass
 
-from groupcoord.coordinator import Effects, GroupCoordinator
-from groupcoord.node.driver import CoreDriver, Token
+from groupcoord.coordinator import Effects, GroupCoordinator, GroupStore
+from groupcoord.coordinator.admin import list_groups
+from groupcoord.node.cluster import NodeCluster
 from groupcoord.node.logs import fields
 from groupcoord.node.metrics import NodeMetrics
+from groupcoord.node.partitions import PartitionHost
+from groupcoord.node.responses import error_response
+from groupcoord.node.topology import partition_for
 from groupcoord.protocol.errors import Errors
 from groupcoord.protocol.v1 import groupcoord_pb2 as pb
 
@@ -26,8 +31,6 @@ log = logging.getLogger(__name__)
 
 SERVICE = pb.DESCRIPTOR.services_by_name["GroupCoordinator"]
 SERVICE_NAME = SERVICE.full_name
-# Until the cluster exists, one node coordinates every group, all in partition 0.
-PARTITION = 0
 
 Context = grpc.aio.ServicerContext
 Handler = Callable[[Message, Context], Awaitable[Message]]
@@ -45,41 +48,23 @@ def _raw(data: bytes) -> bytes:
     return data
 
 
-@dataclass(frozen=True, slots=True)
-class NodeIdentity:
-    """How this node is reached, as FindCoordinator and DescribeCluster report it."""
-
-    node_id: int
-    host: str
-    port: int
-
-
 class GroupCoordinatorService:
-    def __init__(
-        self,
-        core: GroupCoordinator,
-        driver: CoreDriver,
-        node: NodeIdentity,
-        max_group_id_length: int,
-        metrics: NodeMetrics | None = None,
-    ) -> None:
-        self._core = core
+    def __init__(self, cluster: NodeCluster, max_group_id_length: int, metrics: NodeMetrics | None = None) -> None:
+        self._cluster = cluster
         self._metrics = metrics
-        self._driver = driver
-        self._node = node
         self._max_group_id_length = max_group_id_length
         self._methods: dict[str, Handler] = {
             "FindCoordinator": self.find_coordinator,
             "JoinGroup": self.join_group,
-            "SyncGroup": self._core_call(core.sync_group),
-            "Heartbeat": self._core_call(core.heartbeat),
-            "LeaveGroup": self._core_call(core.leave_group),
-            "AddMembersToGroup": self._core_call(core.add_members),
-            "OffsetCommit": self._core_call(core.offset_commit),
-            "OffsetFetch": self._core_call(core.offset_fetch),
+            "SyncGroup": self._routed(GroupCoordinator.sync_group),
+            "Heartbeat": self._routed(GroupCoordinator.heartbeat),
+            "LeaveGroup": self._routed(GroupCoordinator.leave_group),
+            "AddMembersToGroup": self._routed(GroupCoordinator.add_members),
+            "OffsetCommit": self._routed(GroupCoordinator.offset_commit, allow_empty=True),
+            "OffsetFetch": self._routed(GroupCoordinator.offset_fetch, allow_empty=True),
             "DescribeGroups": self.describe_groups,
-            "ListGroups": self._core_call(core.list_groups),
-            "DeleteGroups": self._core_call(core.delete_groups),
+            "ListGroups": self.list_groups,
+            "DeleteGroups": self.delete_groups,
             "DescribeCluster": self.describe_cluster,
         }
         missing = {m.name for m in SERVICE.methods} ^ set(self._methods)
@@ -117,51 +102,105 @@ class GroupCoordinatorService:
 
         return handle if self._metrics is None else self._metrics.instrument(name, handle)
 
-    def _core_call(self, method: Callable[[Message, Token], Effects]) -> Handler:
+    def _bad_group_id(self, group_id: str, allow_empty: bool = False) -> bool:
+        return (not group_id and not allow_empty) or len(group_id) > self._max_group_id_length
+
+    def _routed(self, method: Callable[..., Effects], allow_empty: bool = False) -> Handler:
+        """Sends a one-group request to the partition of its group (validation order: group id first)."""
+
         async def handle(request: Message, context: Context) -> Message:
-            return await self._driver.call(lambda token: method(request, token))
+            group_id = request.group_id  # type: ignore[attr-defined]
+            if self._bad_group_id(group_id, allow_empty):
+                return error_response(request, Errors.INVALID_GROUP_ID)
+            host = self._cluster.host_for(group_id)
+            return await host.call(request, lambda core, token: method(core, request, token))
 
         return handle
 
-    # -- the RPCs that need more than the core ------------------------------------------------------
+    # -- the RPCs that need more than one partition's core -------------------------------------------
 
     async def join_group(self, request: pb.JoinGroupRequest, context: Context) -> Message:
-        host = peer_host(context.peer())
-        return await self._driver.call(lambda token: self._core.join_group(request, token, client_host=host))
+        if self._bad_group_id(request.group_id):
+            return error_response(request, Errors.INVALID_GROUP_ID)
+        client_host = peer_host(context.peer())
+        host = self._cluster.host_for(request.group_id)
+        return await host.call(request, lambda core, token: core.join_group(request, token, client_host=client_host))
+
+    async def _per_partition(self, group_ids: list[str], call: Callable[[PartitionHost, list[str]], Awaitable]) -> dict:
+        """Runs `call` once per partition with that partition's share of `group_ids`; results by group id."""
+        shares: dict[int, list[str]] = {}
+        for group_id in dict.fromkeys(group_ids):
+            shares.setdefault(partition_for(group_id, self._cluster.partitions), []).append(group_id)
+        answers = await asyncio.gather(*(call(self._cluster.hosts[k], ids) for k, ids in shares.items()))
+        return {item.group_id: item for answer in answers for item in answer}
 
     async def describe_groups(self, request: pb.DescribeGroupsRequest, context: Context) -> Message:
-        response = await self._driver.call(lambda token: self._core.describe_groups(request, token))
-        for group in response.groups:  # type: ignore[attr-defined]
-            if group.error_code == Errors.NONE:
-                group.coordinator_partition = PARTITION
-                group.coordinator_node_id = self._node.node_id
-        return response
+        async def one(host: PartitionHost, ids: list[str]) -> list:
+            sub = pb.DescribeGroupsRequest(group_ids=ids)
+            response = await host.call(sub, lambda core, token: core.describe_groups(sub, token))
+            for group in response.groups:  # type: ignore[attr-defined]
+                if group.error_code == Errors.NONE:
+                    group.coordinator_partition = host.partition_id
+                    group.coordinator_node_id = self._cluster.node_id
+            return list(response.groups)  # type: ignore[attr-defined]
+
+        by_id = await self._per_partition(list(request.group_ids), one)
+        return pb.DescribeGroupsResponse(groups=[by_id[g] for g in request.group_ids])
+
+    async def delete_groups(self, request: pb.DeleteGroupsRequest, context: Context) -> Message:
+        async def one(host: PartitionHost, ids: list[str]) -> list:
+            sub = pb.DeleteGroupsRequest(group_ids=ids)
+            response = await host.call(sub, lambda core, token: core.delete_groups(sub, token))
+            return list(response.results)  # type: ignore[attr-defined]
+
+        by_id = await self._per_partition(list(request.group_ids), one)
+        resp = pb.DeleteGroupsResponse()
+        seen: set[str] = set()
+        for group_id in request.group_ids:
+            # A group listed twice is deleted once; the repeat finds it gone, as in one coordinator.
+            code = Errors.GROUP_ID_NOT_FOUND if group_id in seen and by_id[group_id].error_code == 0 else None
+            resp.results.add(group_id=group_id, error_code=by_id[group_id].error_code if code is None else code)
+            seen.add(group_id)
+        return resp
+
+    async def list_groups(self, request: pb.ListGroupsRequest, context: Context) -> Message:
+        """Every node holds every partition's committed state, so any node lists all groups."""
+        stores = []
+        for host in self._cluster.hosts:
+            with host.replica.lock:
+                stores.append(GroupStore.restore(host.replica.store.snapshot()))
+        return list_groups(stores, request.states_filter)
 
     async def find_coordinator(self, request: pb.FindCoordinatorRequest, context: Context) -> Message:
         response = pb.FindCoordinatorResponse()
         for group_id in request.group_ids:
-            entry = response.coordinators.add(group_id=group_id, partition=PARTITION)
-            if not group_id or len(group_id) > self._max_group_id_length:
+            partition = partition_for(group_id, self._cluster.partitions)
+            entry = response.coordinators.add(group_id=group_id, partition=partition)
+            leader = self._cluster.leader_of(partition)
+            if self._bad_group_id(group_id):
                 entry.error_code = Errors.INVALID_GROUP_ID
                 entry.error_message = f"group id must be 1 to {self._max_group_id_length} characters"
+            elif leader is None:
+                entry.error_code = Errors.COORDINATOR_NOT_AVAILABLE
+                entry.error_message = f"partition {partition} has no leader right now"
             else:
-                entry.node_id, entry.host, entry.port = self._node.node_id, self._node.host, self._node.port
+                entry.node_id, entry.host, entry.port = leader.node_id, leader.host, leader.port
         return response
 
     async def describe_cluster(self, request: pb.DescribeClusterRequest, context: Context) -> Message:
-        node = self._node
-        return pb.DescribeClusterResponse(
-            error_code=Errors.NONE,
-            node_id=node.node_id,
-            nodes=[pb.DescribeClusterResponse.Node(node_id=node.node_id, host=node.host, port=node.port, alive=True)],
-            partitions=[
-                pb.DescribeClusterResponse.Partition(
-                    partition_id=PARTITION,
-                    leader_node_id=node.node_id,
-                    term=0,
-                    commit_index=self._driver.batches_committed,
-                    replica_node_ids=[node.node_id],
-                )
-            ],
-            partition_count=1,
+        cluster = self._cluster
+        response = pb.DescribeClusterResponse(
+            error_code=Errors.NONE, node_id=cluster.node_id, partition_count=cluster.partitions
         )
+        for peer in cluster.peers:
+            response.nodes.add(node_id=peer.node_id, host=peer.host, port=peer.port, alive=cluster.alive(peer))
+        for host in cluster.hosts:
+            leader = cluster.leader_of(host.partition_id)
+            response.partitions.add(
+                partition_id=host.partition_id,
+                leader_node_id=leader.node_id if leader is not None else -1,
+                term=host.replica.term(),
+                commit_index=host.replica.raftCommitIndex,
+                replica_node_ids=[p.node_id for p in cluster.peers],
+            )
+        return response

@@ -75,6 +75,15 @@ def start_node(log_path: Path, *flags: str) -> NodeProcess:
     raise RuntimeError("node did not become SERVING:\n" + "\n".join(node.log_lines()))
 
 
+async def wait_serving(address: str, timeout_s: float = STARTUP_TIMEOUT_S) -> None:
+    """An in-process node is SERVING once every partition has a leader that committed its barrier."""
+    deadline = time.monotonic() + timeout_s
+    while await asyncio.to_thread(health_status, address) != health_pb2.HealthCheckResponse.SERVING:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{address} did not become SERVING")
+        await asyncio.sleep(0.05)
+
+
 def health_status(address: str, service: str = SERVICE) -> int | None:
     with grpc.insecure_channel(address) as channel:
         try:

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import asyncio
 
+from groupcoord.node.topology import partition_for
 from groupcoord.protocol.errors import Errors
 from groupcoord.protocol.v1 import groupcoord_pb2 as pb
 from tests.e2e.support import assign, describe, heartbeat, join_dynamic, join_request, sync_all
+
+PARTITIONS = 16
 
 JoinReason = pb.JoinGroupRequest.JoinReason
 
@@ -39,7 +42,7 @@ async def test_three_dynamic_members_reach_stable_with_their_assignments(stub):
     assert described.group_state == "Stable"
     assert described.generation_id == 1
     assert described.protocol_data == "range"
-    assert described.coordinator_partition == 0
+    assert described.coordinator_partition == partition_for(group, PARTITIONS)
     assert described.coordinator_node_id == 1
     assert {m.member_id: m.member_assignment for m in described.members} == expected
     assert {m.client_host for m in described.members} == {"127.0.0.1"}

@@ -11,10 +11,13 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha.proto_reflection_descriptor_database import ProtoReflectionDescriptorDatabase
 
 from groupcoord.coordinator import GroupCoordinator
+from groupcoord.node.topology import partition_for
 from groupcoord.protocol.errors import Errors
 from groupcoord.protocol.v1 import groupcoord_pb2 as pb
 from groupcoord.protocol.v1 import groupcoord_pb2_grpc as pb_grpc
-from tests.e2e.support import SERVICE, join_dynamic, join_request, start_node, stop_node
+from tests.e2e.support import SERVICE, join_dynamic, join_request, start_node, stop_node, wait_serving
+
+PARTITIONS = 16
 
 
 async def test_health_is_serving_for_the_server_and_the_service(channel):
@@ -41,14 +44,17 @@ async def test_find_coordinator_and_describe_cluster_name_this_node(node, stub):
     before = await stub.DescribeCluster(pb.DescribeClusterRequest())
     assert before.node_id == 1
     assert [(n.node_id, n.port, n.alive) for n in before.nodes] == [(1, node.port, True)]
-    assert before.partition_count == 1
-    (partition,) = before.partitions
-    assert (partition.partition_id, partition.leader_node_id, partition.term) == (0, 1, 0)
-    assert list(partition.replica_node_ids) == [1]
+    assert before.partition_count == PARTITIONS
+    assert [p.partition_id for p in before.partitions] == list(range(PARTITIONS))
+    for partition in before.partitions:
+        assert (partition.leader_node_id, list(partition.replica_node_ids)) == (1, [1])
+        assert partition.term >= 1
 
-    await stub.JoinGroup(join_request("cluster-commit-index"))  # MEMBER_ID_REQUIRED writes one record batch
+    group = "cluster-commit-index"
+    k = partition_for(group, PARTITIONS)
+    await stub.JoinGroup(join_request(group))  # MEMBER_ID_REQUIRED writes one record batch
     after = await stub.DescribeCluster(pb.DescribeClusterRequest())
-    assert after.partitions[0].commit_index == partition.commit_index + 1
+    assert after.partitions[k].commit_index == before.partitions[k].commit_index + 1
 
 
 def test_the_node_runs_on_uvloop_and_logs_json_lines(node):
@@ -73,7 +79,7 @@ async def test_sigterm_answers_parked_joins_and_exits_zero(tmp_path):
         stop_node(node)
     assert code == 0
     assert reply.error_code == Errors.COORDINATOR_NOT_AVAILABLE
-    events = [e["event"] for e in node.events()]
+    events = [e["event"] for e in node.events() if not e["event"].startswith("partition.")]
     assert events[-3:] == ["node.signal", "node.stopping", "node.stopped"]
 
 
@@ -95,6 +101,7 @@ async def test_a_failing_handler_answers_internal_and_the_node_keeps_serving(mon
     server = Node(settings)
     port = await server.start()
     try:
+        await wait_serving(f"127.0.0.1:{port}")
         async with grpc.aio.insecure_channel(f"127.0.0.1:{port}") as channel:
             stub = pb_grpc.GroupCoordinatorStub(channel)
             with caplog.at_level(logging.ERROR), pytest.raises(grpc.aio.AioRpcError) as err:

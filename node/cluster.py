@@ -1,0 +1,161 @@
+"""This node's share of the cluster: P partition replicas, the hosts that serve the ones it leads, and the
+answers about the cluster (who coordinates a group, who is alive, who leads what).
+
+Replicas are created on the event loop's thread (the main thread, which lives as long as the node:
+pysyncobj's tick thread stops when the thread that created the instance dies). A poll task follows each
+replica's Raft role every few milliseconds and reports readiness: every partition has a leader, and the
+partitions this node leads have committed their barrier.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+import socket
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+from groupcoord.coordinator import GroupConfig, GroupCoordinator
+from groupcoord.errors import StartupError, UserError
+from groupcoord.node.clock import SystemClock
+from groupcoord.node.partitions import PartitionHost, Role
+from groupcoord.node.topology import Peer, check_partition_count, parse_peers, partition_for
+from groupcoord.protocol import records as r
+from groupcoord.raft.partition import PartitionReplica, RaftSettings
+
+log = logging.getLogger(__name__)
+
+POLL_INTERVAL_S = 0.005
+
+
+def _free_ports(host: str, count: int) -> int:
+    """A base port with `count` free ports after it (single-node cluster, raft_port 0)."""
+    for _ in range(50):
+        with socket.socket() as s:
+            s.bind((host, 0))
+            base = s.getsockname()[1]
+        if base + count >= 65_536:
+            continue
+        try:
+            for port in range(base, base + count):
+                with socket.socket() as probe:
+                    probe.bind((host, port))
+        except OSError:
+            continue
+        return base
+    raise StartupError(f"no {count} consecutive free ports on {host}")
+
+
+class NodeCluster:
+    def __init__(
+        self,
+        node_id: int,
+        host: str,
+        port: int,
+        advertised_host: str,
+        peers_text: str,
+        raft_port: int,
+        partitions: int,
+        data_dir: str,
+        secret: str,
+        group_config: GroupConfig,
+        loop: asyncio.AbstractEventLoop,
+        on_commit: Callable[[list[r.Record]], None] | None = None,
+    ) -> None:
+        peers = parse_peers(peers_text)
+        if peers:
+            if not secret:
+                raise UserError("cluster_secret is required when peers are given")
+            me = next((p for p in peers if p.node_id == node_id), None)
+            if me is None:
+                raise UserError(f"peers does not list this node's id {node_id}")
+            self.peers = peers
+        else:
+            secret = secret or secrets.token_urlsafe(24)
+            base = raft_port or _free_ports(host, partitions)
+            self.peers = [Peer(node_id, advertised_host, port, base)]
+            me = self.peers[0]
+        self.node_id = node_id
+        self.me = me
+        self.partitions = partitions
+        self._tmp = None if data_dir else tempfile.TemporaryDirectory(prefix="groupcoord-")
+        root = Path(data_dir or self._tmp.name)  # type: ignore[union-attr]
+        check_partition_count(root, partitions, [p.node_id for p in self.peers])
+        self._by_raft_address = {p.raft_address(k): p for p in self.peers for k in range(partitions)}
+        clock = SystemClock()
+        settings = RaftSettings()
+        self.hosts: list[PartitionHost] = []
+        for k in range(partitions):
+            replica = PartitionReplica(
+                k,
+                node_id,
+                me.raft_address(k),
+                [p.raft_address(k) for p in self.peers if p.node_id != node_id],
+                secret,
+                str(root / f"partition-{k}"),
+                settings,
+                # Peers know this replica by its address in `peers`; it listens on this node's host.
+                bind_address=f"{host}:{me.raft_port + k}",
+            )
+            self.hosts.append(PartitionHost(replica, group_config, clock, loop, on_commit=on_commit))
+        self._ready = asyncio.Event()
+        self._on_ready_change: Callable[[bool], None] | None = None
+        self._poller = loop.create_task(self._poll())
+
+    # -- leadership and readiness -----------------------------------------------------------------------
+
+    def watch_ready(self, callback: Callable[[bool], None]) -> None:
+        self._on_ready_change = callback
+
+    def ready(self) -> bool:
+        return self._ready.is_set()
+
+    async def _poll(self) -> None:
+        while True:
+            for host in self.hosts:
+                try:
+                    host.poll()
+                except Exception:
+                    log.exception("partition.poll_failed", extra={"partition": host.partition_id})
+            ready = all(
+                h.role is Role.LEADER if h.replica.is_leader() else h.replica.leader_address() is not None
+                for h in self.hosts
+            )
+            if ready != self._ready.is_set():
+                (self._ready.set if ready else self._ready.clear)()
+                log.info("node.ready" if ready else "node.not_ready", extra={"node_id": self.node_id})
+                if self._on_ready_change is not None:
+                    self._on_ready_change(ready)
+            await asyncio.sleep(POLL_INTERVAL_S)
+
+    def host_for(self, group_id: str) -> PartitionHost:
+        return self.hosts[partition_for(group_id, self.partitions)]
+
+    def leader_of(self, partition: int) -> Peer | None:
+        """The node that leads `partition` as far as this node knows; only a serving leader names itself."""
+        host = self.hosts[partition]
+        if host.replica.is_leader():
+            return self.me if host.role is Role.LEADER else None
+        address = host.replica.leader_address()
+        return self._by_raft_address.get(address) if address else None
+
+    def leading_cores(self) -> list[GroupCoordinator]:
+        return [h.core for h in self.hosts if h.core is not None]
+
+    def alive(self, peer: Peer) -> bool:
+        if peer.node_id == self.node_id:
+            return True
+        return any(h.replica.isNodeConnected(peer.raft_address(h.partition_id)) for h in self.hosts)
+
+    # -- shutdown -------------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Answers every parked request (COORDINATOR_NOT_AVAILABLE) and stops the Raft replicas."""
+        self._poller.cancel()
+        for host in self.hosts:
+            host.step_down("node stopping")
+            host.replica.destroy()
+        if self._tmp is not None:
+            self._tmp.cleanup()

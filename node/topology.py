@@ -1,0 +1,76 @@
+"""Cluster layout: which nodes exist, where they listen, and which partition a group belongs to.
+
+A group maps to partition `stable_hash(group_id) % P`, where `stable_hash` is the first 8 bytes of
+BLAKE2b(group_id as UTF-8), read big-endian. It never depends on the process (unlike Python's `hash()`),
+so every node, client and tool agrees on it. P is fixed when a node first creates its data directory and
+stored there (`cluster.json`); a node refuses to start with another P.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from groupcoord.errors import StartupError, UserError
+
+
+def stable_hash(group_id: str) -> int:
+    return int.from_bytes(hashlib.blake2b(group_id.encode(), digest_size=8).digest(), "big")
+
+
+def partition_for(group_id: str, partitions: int) -> int:
+    return stable_hash(group_id) % partitions
+
+
+@dataclass(frozen=True, slots=True)
+class Peer:
+    """A node of the cluster: clients reach it at host:port, its partition k's Raft at host:raft_port+k."""
+
+    node_id: int
+    host: str
+    port: int
+    raft_port: int
+
+    def raft_address(self, partition: int) -> str:
+        return f"{self.host}:{self.raft_port + partition}"
+
+    def spec(self) -> str:
+        return f"{self.node_id}={self.host}:{self.port}:{self.raft_port}"
+
+
+def parse_peers(text: str) -> list[Peer]:
+    """`1=127.0.0.1:50051:60051,2=...` -> peers (node id = host : client port : first Raft port)."""
+    peers: list[Peer] = []
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        try:
+            node, _, address = item.partition("=")
+            host, port, raft_port = address.rsplit(":", 2)
+            peer = Peer(int(node), host.strip("[]"), int(port), int(raft_port))
+        except ValueError:
+            raise UserError(f"peers: expected id=host:port:raft_port, got {item!r}") from None
+        if not host or not 0 < peer.port < 65_536 or not 0 < peer.raft_port < 65_536:
+            raise UserError(f"peers: bad address in {item!r}")
+        peers.append(peer)
+    ids = [p.node_id for p in peers]
+    if len(set(ids)) != len(ids):
+        raise UserError("peers: a node id is listed twice")
+    return peers
+
+
+def check_partition_count(data_dir: Path, partitions: int, node_ids: list[int]) -> None:
+    """Stores P and the node ids with the data on first start; refuses a different P afterwards."""
+    meta_path = data_dir / "cluster.json"
+    if meta_path.exists():
+        meta = json.loads(meta_path.read_text())
+        if meta.get("partitions") != partitions:
+            raise StartupError(
+                f"{meta_path} says this cluster has {meta.get('partitions')} partitions, "
+                f"not {partitions}: the partition count is fixed when a cluster is created"
+            )
+        return
+    data_dir.mkdir(parents=True, exist_ok=True)
+    tmp = meta_path.with_suffix(".tmp")
+    tmp.write_text(json.dumps({"version": 1, "partitions": partitions, "node_ids": sorted(node_ids)}))
+    tmp.replace(meta_path)
