@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -77,7 +76,7 @@ class PartitionReplica(SyncObj):
         secret: str,
         data_prefix: str,
         settings: RaftSettings,
-        on_applied: Callable[[PartitionReplica, int, list[r.Record]], None] | None = None,
+        bind_address: str | None = None,
     ) -> None:
         self.partition_id = partition_id
         self.node_id = node_id
@@ -87,10 +86,10 @@ class PartitionReplica(SyncObj):
         self.fenced_batches = 0
         # Guards `store` and `fence_term` between the tick thread (apply, snapshot) and readers elsewhere.
         self.lock = threading.Lock()
-        self._on_applied = on_applied
         conf = SyncObjConf(
             password=secret,
-            bindAddress=self_address,
+            # Peers know this replica by `self_address`; it may listen on another (e.g. 0.0.0.0:port).
+            bindAddress=bind_address or self_address,
             raftMinTimeout=settings.election_min_s,
             raftMaxTimeout=settings.election_max_s,
             appendEntriesPeriod=settings.append_entries_period_s,
@@ -138,8 +137,6 @@ class PartitionReplica(SyncObj):
             for rec in batch:
                 self.store.apply(rec)
             self.applied_batches += 1
-        if self._on_applied is not None:
-            self._on_applied(self, term, batch)
         return True
 
     # -- snapshots ------------------------------------------------------------------------------------
