@@ -1,0 +1,214 @@
+"""A real 3-node cluster of node processes on 127.0.0.1-3: discovery, failover without rebalance, restart."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import grpc
+import pytest
+from grpc_health.v1 import health_pb2
+
+from groupcoord.protocol.errors import Errors
+from groupcoord.protocol.v1 import groupcoord_pb2 as pb
+from groupcoord.protocol.v1 import groupcoord_pb2_grpc as pb_grpc
+from tests.e2e.support import NodeProcess, health_status, join_request
+
+PARTITIONS = 4
+SECRET = "cluster-test-secret"
+SESSION_MS = 6_000
+
+
+def _free_base(host: str, count: int) -> int:
+    while True:
+        with socket.socket() as s:
+            s.bind((host, 0))
+            base = s.getsockname()[1]
+        try:
+            for port in range(base, base + count):
+                with socket.socket() as probe:
+                    probe.bind((host, port))
+            return base
+        except OSError:
+            continue
+
+
+class Cluster:
+    def __init__(self, tmp: Path) -> None:
+        self.tmp = tmp
+        self.hosts = [f"127.0.0.{i + 1}" for i in range(3)]
+        self.ports = [_free_base(h, 1) for h in self.hosts]
+        self.raft_ports = [_free_base(h, PARTITIONS) for h in self.hosts]
+        self.peers = ",".join(
+            f"{i + 1}={h}:{p}:{r}"
+            for i, (h, p, r) in enumerate(zip(self.hosts, self.ports, self.raft_ports, strict=True))
+        )
+        self.nodes: list[NodeProcess | None] = [None, None, None]
+        for i in range(3):
+            self.start(i)
+        self.wait_serving()
+
+    def address(self, i: int) -> str:
+        return f"{self.hosts[i]}:{self.ports[i]}"
+
+    def start(self, i: int) -> None:
+        log_path = self.tmp / f"node{i + 1}.log"
+        cmd = [
+            sys.executable, "-m", "groupcoord", "node",
+            f"--node-id={i + 1}", f"--host={self.hosts[i]}", f"--port={self.ports[i]}",
+            f"--peers={self.peers}", f"--partitions={PARTITIONS}", f"--data-dir={self.tmp / f'data{i + 1}'}",
+            "--group-min-session-timeout-ms=1000", "--group-initial-rebalance-delay-ms=0",
+            "--log-format=json", "--shutdown-grace-ms=1000",
+        ]  # fmt: skip
+        env = {**os.environ, "GROUPCOORD_CLUSTER_SECRET": SECRET}
+        with log_path.open("ab") as log:
+            proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
+        node = NodeProcess(proc, log_path)
+        node.port = self.ports[i]
+        self.nodes[i] = node
+
+    def wait_serving(self, timeout_s: float = 30.0) -> None:
+        deadline = time.monotonic() + timeout_s
+        for i, node in enumerate(self.nodes):
+            if node is None:
+                continue
+            while health_status(self.address(i)) != health_pb2.HealthCheckResponse.SERVING:
+                if time.monotonic() > deadline or not node.alive():
+                    raise AssertionError(f"node {i + 1} not SERVING:\n" + "\n".join(node.log_lines()[-30:]))
+                time.sleep(0.05)
+
+    def kill(self, i: int) -> None:
+        node = self.nodes[i]
+        assert node is not None
+        os.kill(node.proc.pid, signal.SIGKILL)
+        node.proc.wait()
+        self.nodes[i] = None
+
+    def stop_all(self) -> None:
+        for node in self.nodes:
+            if node is not None and node.alive():
+                node.proc.send_signal(signal.SIGTERM)
+        for i, node in enumerate(self.nodes):
+            if node is not None:
+                try:
+                    node.proc.wait(10)
+                except subprocess.TimeoutExpired:
+                    node.proc.kill()
+                    node.proc.wait()
+            self.nodes[i] = None
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[Cluster]:
+    c = Cluster(tmp_path)
+    yield c
+    c.stop_all()
+
+
+async def _rpc(address: str, method: str, request):
+    async with grpc.aio.insecure_channel(address) as channel:
+        return await getattr(pb_grpc.GroupCoordinatorStub(channel), method)(request, timeout=10)
+
+
+async def _coordinator(cluster: Cluster, group: str, via: int) -> str:
+    found = await _rpc(cluster.address(via), "FindCoordinator", pb.FindCoordinatorRequest(group_ids=[group]))
+    entry = found.coordinators[0]
+    return "" if entry.error_code else f"{entry.host}:{entry.port}"
+
+
+async def _stable_static_group(cluster: Cluster, group: str) -> tuple[str, list[pb.JoinGroupResponse]]:
+    coordinator = ""
+    while not coordinator:
+        coordinator = await _coordinator(cluster, group, 0)
+    req = join_request(group, session_timeout_ms=SESSION_MS, rebalance_timeout_ms=3_000)
+    a = await _rpc(coordinator, "JoinGroup", pb.JoinGroupRequest(**{**_fields(req), "group_instance_id": "a"}))
+    assert (a.error_code, a.generation_id) == (Errors.NONE, 1)
+    sync = pb.SyncGroupRequest(
+        group_id=group,
+        generation_id=1,
+        member_id=a.member_id,
+        assignments=[pb.SyncGroupRequest.Assignment(member_id=a.member_id, assignment=b"p0,p1")],
+    )
+    assert (await _rpc(coordinator, "SyncGroup", sync)).assignment == b"p0,p1"
+    return coordinator, [a]
+
+
+def _fields(message) -> dict:
+    return {f.name: v for f, v in message.ListFields()}
+
+
+def _node_index(cluster: Cluster, address: str) -> int:
+    return [cluster.address(i) for i in range(3)].index(address)
+
+
+async def test_every_node_names_the_same_coordinator(cluster: Cluster):
+    groups = [f"group-{i}" for i in range(12)]
+    answers = []
+    for i in range(3):
+        found = await _rpc(cluster.address(i), "FindCoordinator", pb.FindCoordinatorRequest(group_ids=groups))
+        assert all(c.error_code == Errors.NONE for c in found.coordinators)
+        answers.append([(c.node_id, c.host, c.port, c.partition) for c in found.coordinators])
+    assert answers[0] == answers[1] == answers[2]
+    # The named node serves the group; another node refuses it.
+    group, (node_id, host, port, _) = groups[0], answers[0][0]
+    joined = await _rpc(f"{host}:{port}", "JoinGroup", join_request(group))
+    assert joined.error_code == Errors.MEMBER_ID_REQUIRED
+    other = next(i for i in range(3) if i + 1 != node_id)
+    refused = await _rpc(cluster.address(other), "JoinGroup", join_request(group))
+    assert refused.error_code == Errors.COORDINATOR_NOT_AVAILABLE
+
+
+async def test_killing_the_coordinator_of_a_stable_group_causes_no_rebalance(cluster: Cluster):
+    group = "failover"
+    coordinator, (a,) = await _stable_static_group(cluster, group)
+    commit = pb.OffsetCommitRequest(group_id=group, generation_id=1, member_id=a.member_id)
+    commit.topics.add(name="t").partitions.add(partition_index=0, committed_offset=42)
+    assert (await _rpc(coordinator, "OffsetCommit", commit)).topics[0].partitions[0].error_code == Errors.NONE
+
+    dead = _node_index(cluster, coordinator)
+    cluster.kill(dead)
+    survivor = (dead + 1) % 3
+    start = time.monotonic()
+    beat = pb.HeartbeatRequest(group_id=group, generation_id=1, member_id=a.member_id)
+    while True:
+        assert time.monotonic() - start < 10, "no new coordinator served the group"
+        new = await _coordinator(cluster, group, survivor)
+        if new and new != coordinator:
+            reply = await _rpc(new, "Heartbeat", beat)
+            if reply.error_code == Errors.NONE:
+                break
+            assert reply.error_code in (Errors.COORDINATOR_LOAD_IN_PROGRESS, Errors.COORDINATOR_NOT_AVAILABLE)
+        await asyncio.sleep(0.02)
+    elapsed = time.monotonic() - start
+    print(f"failover: heartbeat accepted by the new coordinator {elapsed:.2f} s after kill -9")
+    described = (await _rpc(new, "DescribeGroups", pb.DescribeGroupsRequest(group_ids=[group]))).groups[0]
+    assert (described.group_state, described.generation_id) == ("Stable", 1)
+    fetched = await _rpc(new, "OffsetFetch", pb.OffsetFetchRequest(group_id=group))
+    assert fetched.topics[0].partitions[0].committed_offset == 42
+
+
+async def test_groups_static_mappings_and_offsets_survive_a_full_restart(cluster: Cluster):
+    group = "restart"
+    coordinator, (a,) = await _stable_static_group(cluster, group)
+    commit = pb.OffsetCommitRequest(group_id=group, generation_id=1, member_id=a.member_id)
+    commit.topics.add(name="t").partitions.add(partition_index=3, committed_offset=7)
+    assert (await _rpc(coordinator, "OffsetCommit", commit)).topics[0].partitions[0].error_code == Errors.NONE
+    cluster.stop_all()
+    for i in range(3):
+        cluster.start(i)
+    cluster.wait_serving()
+    new = ""
+    while not new:
+        new = await _coordinator(cluster, group, 1)
+    described = (await _rpc(new, "DescribeGroups", pb.DescribeGroupsRequest(group_ids=[group]))).groups[0]
+    assert (described.group_state, described.generation_id) == ("Stable", 1)
+    assert [(m.member_id, m.group_instance_id) for m in described.members] == [(a.member_id, "a")]
+    fetched = await _rpc(new, "OffsetFetch", pb.OffsetFetchRequest(group_id=group))
+    assert fetched.topics[0].partitions[0].committed_offset == 7
