@@ -173,6 +173,10 @@ class PartitionReplica(SyncObj):
     def term(self) -> int:
         return self.raftCurrentTerm
 
+    def is_connected(self, address: str) -> bool:
+        """Whether this replica has a live Raft connection to the replica at `address`."""
+        return self.isNodeConnected(TCPNode(address))
+
     def leader_address(self) -> str | None:
         leader = self._getLeader()
         return leader.address if leader is not None else None
