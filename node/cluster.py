@@ -16,6 +16,7 @@ import socket
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from groupcoord.coordinator import GroupConfig, GroupCoordinator
 from groupcoord.errors import StartupError, UserError
@@ -24,6 +25,9 @@ from groupcoord.node.partitions import PartitionHost, Role
 from groupcoord.node.topology import Peer, check_partition_count, parse_peers, partition_for
 from groupcoord.protocol import records as r
 from groupcoord.raft.partition import PartitionReplica, RaftSettings
+
+if TYPE_CHECKING:
+    from groupcoord.node.metrics import PartitionObserver
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +67,7 @@ class NodeCluster:
         group_config: GroupConfig,
         loop: asyncio.AbstractEventLoop,
         on_commit: Callable[[list[r.Record]], None] | None = None,
+        observer: PartitionObserver | None = None,
     ) -> None:
         peers = parse_peers(peers_text)
         if peers:
@@ -99,7 +104,7 @@ class NodeCluster:
                 # Peers know this replica by its address in `peers`; it listens on this node's host.
                 bind_address=f"{host}:{me.raft_port + k}",
             )
-            self.hosts.append(PartitionHost(replica, group_config, clock, loop, on_commit=on_commit))
+            self.hosts.append(PartitionHost(replica, group_config, clock, loop, on_commit=on_commit, observer=observer))
         self._ready = asyncio.Event()
         self._on_ready_change: Callable[[bool], None] | None = None
         self._poller = loop.create_task(self._poll())

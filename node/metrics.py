@@ -1,12 +1,15 @@
 """A node's Prometheus metrics: one `NodeMetrics` per node, on the node's own registry, served over HTTP.
 
-Three sources feed them:
+Four sources feed them:
 
 * `instrument()` wraps each RPC handler of the gRPC service: a request counter by API and Kafka error code,
   and a latency histogram by API. Label children are bound once and cached, so a request costs a dict
   lookup, one `inc()` and one `observe()`.
 * `on_commit()` is called by the partition leader with every batch of records once it commits: record counts, rebalances
   by cause, completed generations, and rebalance durations measured between the records' own `time_ms`.
+* The partition hosts report each change of a partition's role (`on_role`: follower, loading, leader) and each
+  batch's time from proposal to commit (`on_commit_latency`): partitions led, leader changes, barrier time and
+  Raft commit latency. `NodeMetrics` is the `PartitionObserver` they are given; without one they report nothing.
 * A collector reads the cores at scrape time (groups by state, members, pending members, parked requests),
   so those gauges cost nothing on the request path. It runs the read on the event loop, the only thread
   that may touch a core.
@@ -23,7 +26,7 @@ import logging
 import threading
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from time import perf_counter
-from typing import Any
+from typing import Any, Protocol
 
 import grpc
 from google.protobuf.message import Message
@@ -33,6 +36,7 @@ from prometheus_client import (
     PROCESS_COLLECTOR,
     CollectorRegistry,
     Counter,
+    Gauge,
     Histogram,
     start_http_server,
 )
@@ -43,6 +47,7 @@ from groupcoord.coordinator.runtime import Runtime
 from groupcoord.coordinator.state import GroupState
 from groupcoord.errors import StartupError
 from groupcoord.node.logs import fields
+from groupcoord.node.partitions import Role
 from groupcoord.protocol import records as r
 from groupcoord.protocol.errors import Errors
 
@@ -53,6 +58,10 @@ NAMESPACE = "groupcoord"
 REQUEST_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 # A rebalance lasts at least one client round trip and at most a few rebalance timeouts (clients default to 5 min).
 REBALANCE_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0)
+# A barrier is one Raft commit plus restoring the partition's groups: milliseconds, seconds for a large partition.
+BARRIER_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+# A commit is a round trip to a majority (about 1 ms on a LAN, see docs/PERFORMANCE.md) plus the event loop's hop.
+COMMIT_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 # How long a scrape waits for the event loop to read the cores before leaving the core gauges out.
 CORE_READ_TIMEOUT_S = 5.0
 STORED_STATES = tuple(s for s in GroupState if s is not GroupState.DEAD)
@@ -113,6 +122,16 @@ class _ApiMetrics:
         child.inc(amount)
 
 
+class PartitionObserver(Protocol):
+    """What a `PartitionHost` reports, on the event loop (`NodeMetrics` is one)."""
+
+    def on_role(self, partition: int, role: Role) -> None:
+        """The host's role, once at creation and after every change (a repeat of the same role is harmless)."""
+
+    def on_commit_latency(self, seconds: float) -> None:
+        """A record batch this node proposed as leader committed `seconds` after it was proposed."""
+
+
 class NodeMetrics:
     """Every metric of one node. Create it, `watch_cores()`, then `serve()`; `close()` on the way out."""
 
@@ -146,6 +165,40 @@ class NodeMetrics:
             registry=reg,
             buckets=REBALANCE_BUCKETS,
         )
+        self.partitions_led = Gauge(
+            "partitions_led", "Partitions this node serves as leader (barrier committed)", namespace=ns, registry=reg
+        )
+        self.partition_role = Gauge(
+            "partition_role",
+            "1 for this node's current role of the partition (follower, loading, leader), 0 for the others",
+            ("partition", "role"),
+            namespace=ns,
+            registry=reg,
+        )
+        self.leader_changes = Counter(
+            "leader_changes",
+            "Times this node started (gained) or stopped (lost) serving a partition as leader",
+            ("event",),
+            namespace=ns,
+            registry=reg,
+        )
+        self.barrier = Histogram(
+            "barrier_seconds",
+            "From becoming Raft leader of a partition to serving it (barrier committed, groups loaded)",
+            namespace=ns,
+            registry=reg,
+            buckets=BARRIER_BUCKETS,
+        )
+        self.raft_commit_latency = Histogram(
+            "raft_commit_latency_seconds",
+            "From proposing a record batch as leader to its commit callback on the event loop",
+            namespace=ns,
+            registry=reg,
+            buckets=COMMIT_BUCKETS,
+        )
+        self._gained, self._lost = self.leader_changes.labels("gained"), self.leader_changes.labels("lost")
+        # partition -> (its role, perf_counter() when it took that role); written on the event loop only.
+        self._roles: dict[int, tuple[Role, float]] = {}
         self._record_children: dict[type, Any] = {}
         # The causes the core writes today are bound up front, so each has a series (at 0) from the start.
         self._cause_children: dict[str, Any] = {c.value: self.rebalances.labels(c.value) for c in r.RebalanceCause}
@@ -215,6 +268,34 @@ class NodeMetrics:
     def rebalances_in_progress(self) -> int:
         """How many groups have a rebalance start remembered (bounded by the groups mid-rebalance)."""
         return len(self._rebalance_started_ms)
+
+    # -- partition leadership and Raft ---------------------------------------------------------------------
+
+    def on_role(self, partition: int, role: Role) -> None:
+        """A partition host's role: the role gauges, partitions led, leader changes and the barrier time."""
+        now = perf_counter()
+        previous = self._roles.get(partition)
+        label = str(partition)
+        if previous is None:  # the host's first report: every role of the partition gets a series
+            for other in Role:
+                self.partition_role.labels(label, other.value).set(0)
+        elif previous[0] is role:
+            return
+        else:
+            self.partition_role.labels(label, previous[0].value).set(0)
+        self.partition_role.labels(label, role.value).set(1)
+        self._roles[partition] = (role, now)
+        if role is Role.LEADER:
+            self.partitions_led.inc()
+            self._gained.inc()
+            if previous is not None and previous[0] is Role.LOADING:
+                self.barrier.observe(now - previous[1])
+        elif previous is not None and previous[0] is Role.LEADER:
+            self.partitions_led.dec()
+            self._lost.inc()
+
+    def on_commit_latency(self, seconds: float) -> None:
+        self.raft_commit_latency.observe(seconds)
 
     # -- scrape-time gauges and the endpoint --------------------------------------------------------
 

@@ -22,7 +22,8 @@ import logging
 from collections import deque
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
-from typing import Any
+from time import perf_counter
+from typing import TYPE_CHECKING, Any
 
 from google.protobuf.message import Message
 
@@ -32,6 +33,9 @@ from groupcoord.node.responses import error_response
 from groupcoord.protocol import records as r
 from groupcoord.protocol.errors import Errors
 from groupcoord.raft.partition import BARRIER, RECORDS, PartitionReplica, encode_entry
+
+if TYPE_CHECKING:
+    from groupcoord.node.metrics import PartitionObserver
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +55,7 @@ class _Batch:
     seq: int
     records: list[r.Record]
     replies: list[tuple[Hashable, Message]] = field(default_factory=list)
+    proposed: float = 0.0  # perf_counter() at proposal, with an observer only
 
 
 class PartitionHost:
@@ -62,9 +67,11 @@ class PartitionHost:
         loop: asyncio.AbstractEventLoop,
         new_uuid: Callable[[], str] | None = None,
         on_commit: Callable[[list[r.Record]], None] | None = None,
+        observer: PartitionObserver | None = None,
     ) -> None:
         self.replica = replica
         self._on_commit = on_commit
+        self._observer = observer
         self.partition_id = replica.partition_id
         self.role = Role.FOLLOWER
         self.term = 0
@@ -79,6 +86,7 @@ class PartitionHost:
         self._inflight: deque[_Batch] = deque()
         self._timer: asyncio.TimerHandle | None = None
         self._timer_deadline: int | None = None
+        self._report_role()
 
     # -- leadership -----------------------------------------------------------------------------------
 
@@ -90,6 +98,7 @@ class PartitionHost:
         if leading and self.role is Role.FOLLOWER:
             self.role, self.term = Role.LOADING, term
             log.info("partition.loading", extra={"partition": self.partition_id, "term": term})
+            self._report_role()
             entry = encode_entry(BARRIER, term, self.replica.node_id, b"")
             self.replica.apply_entry(entry, callback=self._threadsafe(self._on_barrier, term))
 
@@ -103,12 +112,14 @@ class PartitionHost:
         kwargs = {"new_uuid": self._new_uuid} if self._new_uuid else {}
         self.core = GroupCoordinator(self._group_config, self._clock, store=GroupStore.restore(snapshot), **kwargs)
         self.role = Role.LEADER
+        self._report_role()
         self._rearm()
         log.info("partition.serving", extra={"partition": self.partition_id, "term": term})
 
     def step_down(self, why: str) -> None:
         log.info("partition.unloaded", extra={"partition": self.partition_id, "term": self.term, "why": why})
         self.role, self.core = Role.FOLLOWER, None
+        self._report_role()
         self._inflight.clear()
         if self._timer is not None:
             self._timer.cancel()
@@ -117,6 +128,10 @@ class PartitionHost:
         for request, future in waiting.values():
             if not future.done():
                 future.set_result(error_response(request, Errors.COORDINATOR_NOT_AVAILABLE))
+
+    def _report_role(self) -> None:
+        if self._observer is not None:
+            self._observer.on_role(self.partition_id, self.role)
 
     def _threadsafe(self, fn: Callable[..., None], *bound: Any) -> Callable[[Any, Any], None]:
         """A pysyncobj callback (tick thread) that runs `fn` on the event loop."""
@@ -162,7 +177,7 @@ class PartitionHost:
 
     def _propose(self, records: list[r.Record], replies: list[tuple[Hashable, Message]]) -> None:
         if records:
-            batch = _Batch(next(self._seq), records, list(replies))
+            batch = _Batch(next(self._seq), records, list(replies), perf_counter() if self._observer else 0.0)
             self._inflight.append(batch)
             entry = encode_entry(RECORDS, self.term, self.replica.node_id, r.encode_batch(records))
             self.replica.apply_entry(entry, callback=self._threadsafe(self._on_committed, self.term, batch.seq))
@@ -182,6 +197,8 @@ class PartitionHost:
             batch = self._inflight.popleft()
             if self._on_commit is not None:
                 self._on_commit(batch.records)
+            if self._observer is not None:
+                self._observer.on_commit_latency(perf_counter() - batch.proposed)
             self._deliver(batch.replies)
 
     def _deliver(self, replies: list[tuple[Hashable, Message]]) -> None:

@@ -68,6 +68,7 @@ class Node:
             settings.group,
             loop,
             on_commit=metrics.on_commit if metrics is not None else None,
+            observer=metrics,
         )
         service = GroupCoordinatorService(cluster, settings.group.max_id_length, metrics)
         server.add_generic_rpc_handlers((service.generic_handler(),))

@@ -41,8 +41,8 @@ def _free_base(host: str, count: int) -> int:
 
 
 class Cluster:
-    def __init__(self, tmp: Path) -> None:
-        self.tmp = tmp
+    def __init__(self, tmp: Path, *flags: str) -> None:
+        self.tmp, self.flags = tmp, flags  # flags: extra node flags, e.g. --metrics-port=0
         self.hosts = [f"127.0.0.{i + 1}" for i in range(3)]
         self.ports = [_free_base(h, 1) for h in self.hosts]
         self.raft_ports = [_free_base(h, PARTITIONS) for h in self.hosts]
@@ -65,7 +65,7 @@ class Cluster:
             f"--node-id={i + 1}", f"--host={self.hosts[i]}", f"--port={self.ports[i]}",
             f"--peers={self.peers}", f"--partitions={PARTITIONS}", f"--data-dir={self.tmp / f'data{i + 1}'}",
             "--group-min-session-timeout-ms=1000", "--group-initial-rebalance-delay-ms=0",
-            "--log-format=json", "--shutdown-grace-ms=1000",
+            "--log-format=json", "--shutdown-grace-ms=1000", *self.flags,
         ]  # fmt: skip
         env = {**os.environ, "GROUPCOORD_CLUSTER_SECRET": SECRET}
         with log_path.open("ab") as log:
