@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from groupcoord.coordinator import GroupConfig, GroupCoordinator
 from groupcoord.errors import StartupError, UserError
+from groupcoord.node.balance import LeaderBalancer
 from groupcoord.node.clock import SystemClock
 from groupcoord.node.partitions import PartitionHost, Role
 from groupcoord.node.topology import Peer, check_partition_count, parse_peers, partition_for
@@ -107,6 +108,7 @@ class NodeCluster:
             self.hosts.append(PartitionHost(replica, group_config, clock, loop, on_commit=on_commit, observer=observer))
         self._ready = asyncio.Event()
         self._on_ready_change: Callable[[bool], None] | None = None
+        self._balancer = LeaderBalancer(node_id, self.peers, self.hosts)
         self._poller = loop.create_task(self._poll())
 
     # -- leadership and readiness -----------------------------------------------------------------------
@@ -124,6 +126,7 @@ class NodeCluster:
                     host.poll()
                 except Exception:
                     log.exception("partition.poll_failed", extra={"partition": host.partition_id})
+            self._balancer.maybe_transfer()
             ready = all(
                 h.role is Role.LEADER if h.replica.is_leader() else h.replica.leader_address() is not None
                 for h in self.hosts
@@ -152,7 +155,7 @@ class NodeCluster:
     def alive(self, peer: Peer) -> bool:
         if peer.node_id == self.node_id:
             return True
-        return any(h.replica.isNodeConnected(peer.raft_address(h.partition_id)) for h in self.hosts)
+        return any(h.replica.is_connected(peer.raft_address(h.partition_id)) for h in self.hosts)
 
     # -- shutdown -------------------------------------------------------------------------------------
 

@@ -41,17 +41,18 @@ def _free_base(host: str, count: int) -> int:
 
 
 class Cluster:
-    def __init__(self, tmp: Path, *flags: str) -> None:
+    def __init__(self, tmp: Path, *flags: str, size: int = 3) -> None:
         self.tmp, self.flags = tmp, flags  # flags: extra node flags, e.g. --metrics-port=0
-        self.hosts = [f"127.0.0.{i + 1}" for i in range(3)]
+        self.size = size
+        self.hosts = [f"127.0.0.{i + 1}" for i in range(size)]
         self.ports = [_free_base(h, 1) for h in self.hosts]
         self.raft_ports = [_free_base(h, PARTITIONS) for h in self.hosts]
         self.peers = ",".join(
             f"{i + 1}={h}:{p}:{r}"
             for i, (h, p, r) in enumerate(zip(self.hosts, self.ports, self.raft_ports, strict=True))
         )
-        self.nodes: list[NodeProcess | None] = [None, None, None]
-        for i in range(3):
+        self.nodes: list[NodeProcess | None] = [None] * size
+        for i in range(size):
             self.start(i)
         self.wait_serving()
 
@@ -82,6 +83,18 @@ class Cluster:
             while health_status(self.address(i)) != health_pb2.HealthCheckResponse.SERVING:
                 if time.monotonic() > deadline or not node.alive():
                     raise AssertionError(f"node {i + 1} not SERVING:\n" + "\n".join(node.log_lines()[-30:]))
+                time.sleep(0.05)
+        if all(node is not None for node in self.nodes):
+            self.wait_balanced(deadline)
+
+    def wait_balanced(self, deadline: float) -> None:
+        """Waits until partition k is led by node k % size + 1 (node/balance.py), so leadership stays put."""
+        want = [k % self.size + 1 for k in range(PARTITIONS)]
+        with grpc.insecure_channel(self.address(0)) as channel:
+            stub = pb_grpc.GroupCoordinatorStub(channel)
+            while [p.leader_node_id for p in stub.DescribeCluster(pb.DescribeClusterRequest()).partitions] != want:
+                if time.monotonic() > deadline:
+                    raise AssertionError("partition leadership did not spread over the nodes")
                 time.sleep(0.05)
 
     def kill(self, i: int) -> None:
@@ -145,7 +158,7 @@ def _fields(message) -> dict:
 
 
 def _node_index(cluster: Cluster, address: str) -> int:
-    return [cluster.address(i) for i in range(3)].index(address)
+    return [cluster.address(i) for i in range(cluster.size)].index(address)
 
 
 async def test_every_node_names_the_same_coordinator(cluster: Cluster):
@@ -156,6 +169,9 @@ async def test_every_node_names_the_same_coordinator(cluster: Cluster):
         assert all(c.error_code == Errors.NONE for c in found.coordinators)
         answers.append([(c.node_id, c.host, c.port, c.partition) for c in found.coordinators])
     assert answers[0] == answers[1] == answers[2]
+    # Leadership is spread: partition k is served by node k % 3 + 1, so the groups have different coordinators.
+    assert all(node_id == partition % 3 + 1 for node_id, _, _, partition in answers[0])
+    assert len({node_id for node_id, *_ in answers[0]}) > 1
     # The named node serves the group; another node refuses it.
     group, (node_id, host, port, _) = groups[0], answers[0][0]
     joined = await _rpc(f"{host}:{port}", "JoinGroup", join_request(group))
@@ -212,3 +228,31 @@ async def test_groups_static_mappings_and_offsets_survive_a_full_restart(cluster
     assert [(m.member_id, m.group_instance_id) for m in described.members] == [(a.member_id, "a")]
     fetched = await _rpc(new, "OffsetFetch", pb.OffsetFetchRequest(group_id=group))
     assert fetched.topics[0].partitions[0].committed_offset == 7
+
+
+async def test_five_nodes_survive_two_coordinators_killed_one_after_the_other(tmp_path: Path):
+    cluster = Cluster(tmp_path, size=5)
+    try:
+        group = "five"
+        coordinator, (a,) = await _stable_static_group(cluster, group)
+        commit = pb.OffsetCommitRequest(group_id=group, generation_id=1, member_id=a.member_id)
+        commit.topics.add(name="t").partitions.add(partition_index=0, committed_offset=99)
+        assert (await _rpc(coordinator, "OffsetCommit", commit)).topics[0].partitions[0].error_code == Errors.NONE
+        beat = pb.HeartbeatRequest(group_id=group, generation_id=1, member_id=a.member_id)
+        for _ in range(2):
+            cluster.kill(_node_index(cluster, coordinator))
+            live = next(i for i, node in enumerate(cluster.nodes) if node is not None)
+            deadline = time.monotonic() + 10
+            while True:
+                assert time.monotonic() < deadline, "no new coordinator"
+                new = await _coordinator(cluster, group, live)
+                if new and new != coordinator and (await _rpc(new, "Heartbeat", beat)).error_code == Errors.NONE:
+                    break
+                await asyncio.sleep(0.02)
+            coordinator = new
+        described = (await _rpc(coordinator, "DescribeGroups", pb.DescribeGroupsRequest(group_ids=[group]))).groups[0]
+        assert (described.group_state, described.generation_id) == ("Stable", 1)
+        fetched = await _rpc(coordinator, "OffsetFetch", pb.OffsetFetchRequest(group_id=group))
+        assert fetched.topics[0].partitions[0].committed_offset == 99
+    finally:
+        cluster.stop_all()

@@ -1,0 +1,52 @@
+"""Leadership spreading: partition k prefers the node at position k % N of the peers sorted by id.
+
+Raft elections pick whoever times out first, and on a shared machine one process often wins most of them,
+which would make one node the coordinator of most groups. Like Kafka's preferred-leader election, a node
+that leads a partition it is not preferred for hands it to the preferred node (pysyncobj's
+`transferLeadership`, Raft's TimeoutNow) once that node is connected; pysyncobj refuses the transfer
+while the target lags, and the next round tries again.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+
+from groupcoord.node.partitions import PartitionHost, Role
+from groupcoord.node.topology import Peer
+
+log = logging.getLogger(__name__)
+
+ROUND_INTERVAL_S = 2.0
+
+
+def preferred_leader(partition: int, peers: Sequence[Peer]) -> Peer:
+    ordered = sorted(peers, key=lambda p: p.node_id)
+    return ordered[partition % len(ordered)]
+
+
+class LeaderBalancer:
+    def __init__(self, node_id: int, peers: Sequence[Peer], hosts: Sequence[PartitionHost]) -> None:
+        self._node_id = node_id
+        self._peers = peers
+        self._hosts = hosts
+        self._next_round = time.monotonic() + ROUND_INTERVAL_S
+
+    def maybe_transfer(self) -> None:
+        """At most once per round: hands every partition this node serves but should not lead to its owner."""
+        now = time.monotonic()
+        if now < self._next_round or len(self._peers) < 2:
+            return
+        self._next_round = now + ROUND_INTERVAL_S
+        for host in self._hosts:
+            if host.role is not Role.LEADER:
+                continue
+            target = preferred_leader(host.partition_id, self._peers)
+            address = target.raft_address(host.partition_id)
+            if target.node_id != self._node_id and host.replica.is_connected(address):
+                log.info(
+                    "partition.transfer",
+                    extra={"partition": host.partition_id, "to_node": target.node_id, "term": host.term},
+                )
+                host.replica.transferLeadership(node=address)
