@@ -4,10 +4,12 @@ VENV := .venv
 BIN := $(VENV)/bin
 # Re-installs whenever pyproject.toml (dependencies, entry points) changes.
 STAMP := $(VENV)/.installed
-HOST ?= 127.0.0.1
-PORT ?= 50051
+# `make run NODES=5 PORT=50061`: only what is given is passed on, so a restart keeps the cluster's own shape.
+NODES ?=
+PORT ?=
+CLUSTER_DIR ?= .groupcoord/cluster
 
-.PHONY: venv run test lint proto
+.PHONY: venv run stop test lint proto
 
 venv: $(STAMP)
 
@@ -16,9 +18,15 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --disable-pip-version-check --quiet -e '.[dev]'
 	touch $(STAMP)
 
-# A single node for now; the Raft issue turns this into a local 3-node cluster.
+# A local cluster (3 nodes on 127.0.0.1-3) in the foreground; Ctrl-C or SIGTERM stops every node.
+# `exec` so that a signal make forwards reaches groupcoord itself, not an intermediate shell.
 run: $(STAMP)
-	$(BIN)/groupcoord node --host $(HOST) --port $(PORT)
+	exec $(BIN)/groupcoord cluster up --dir $(CLUSTER_DIR) --foreground $(if $(NODES),--nodes $(NODES)) \
+		$(if $(PORT),--base-port $(PORT))
+
+# Stops a cluster left running by `groupcoord cluster up` without --foreground.
+stop: $(STAMP)
+	$(BIN)/groupcoord cluster down --dir $(CLUSTER_DIR)
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

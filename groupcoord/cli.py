@@ -1,12 +1,17 @@
-"""The `groupcoord` command line: one subcommand per job (`node` today; cluster, groups, ... later)."""
+"""The `groupcoord` command line: one subcommand per job (`node`, `cluster`; groups, ... later).
+
+Handlers import what they run lazily, so `--help` and a mistyped flag answer without loading grpc.
+"""
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 from collections.abc import Sequence
 from importlib.metadata import version
+from pathlib import Path
 
 from groupcoord.errors import UserError
 from groupcoord.node import config as node_config
@@ -16,6 +21,87 @@ def _run_node(args: argparse.Namespace) -> int:
     from groupcoord.node.server import run  # grpc and uvloop load only for the command that serves
 
     return run(node_config.load(args, os.environ))
+
+
+def _cluster_up(args: argparse.Namespace) -> int:
+    from groupcoord import localcluster
+
+    # The flags' dest names are UpOptions' fields.
+    opts = {f.name: getattr(args, f.name) for f in dataclasses.fields(localcluster.UpOptions)}
+    return localcluster.up(localcluster.UpOptions(**opts))
+
+
+def _cluster_down(args: argparse.Namespace) -> int:
+    from groupcoord import localcluster
+
+    return localcluster.down(args.dir, purge=args.purge)
+
+
+def _cluster_status(args: argparse.Namespace) -> int:
+    from groupcoord import localcluster
+
+    return localcluster.status(args.dir, as_json=args.json)
+
+
+def _add_cluster(commands: argparse._SubParsersAction) -> None:
+    cluster = commands.add_parser(
+        "cluster",
+        help="start, stop and inspect a local cluster of node processes on 127.0.0.1..N",
+        description="A cluster of 3-5 node processes on this machine, node i on 127.0.0.i, everything it needs "
+        "(state.json, secret, data dirs, JSON logs) under --dir. See docs/OPERATIONS.md#local-cluster.",
+    )
+    actions = cluster.add_subparsers(title="actions", dest="action", required=True, metavar="ACTION")
+    dir_help = "the cluster's directory (default: %(default)s)"
+    default_dir = Path(".groupcoord/cluster")
+
+    up = actions.add_parser(
+        "up",
+        help="start the cluster (or restart the one in --dir) and wait until every partition has a leader",
+        description="Start N node processes, wait until each is SERVING (every partition has a leader), print "
+        "their addresses. On a dir whose nodes are stopped it restarts the same cluster with its data; "
+        "nodes, partitions and ports are then those it was created with.",
+        epilog="Extra flags after -- go to every `groupcoord node`, e.g. "
+        "`groupcoord cluster up -- --log-level=debug --group-initial-rebalance-delay-ms=0`.",
+    )
+    up.add_argument("--nodes", type=int, metavar="N", help="3 to 5 (default: 3)")
+    up.add_argument("--dir", type=Path, default=default_dir, help=dir_help)
+    up.add_argument("--partitions", type=int, metavar="P", help="coordinator partitions (default: 16)")
+    up.add_argument("--base-port", type=int, metavar="PORT", help="client gRPC port of every node (default: 50051)")
+    up.add_argument(
+        "--raft-base-port", type=int, metavar="PORT", help="partition k's Raft port is this + k (default: 60051)"
+    )
+    up.add_argument("--metrics", action="store_true", help="serve Prometheus metrics on every node")
+    up.add_argument("--metrics-port", type=int, metavar="PORT", help="metrics port (default: 9464; implies --metrics)")
+    up.add_argument("--json", action="store_true", help="print the nodes as JSON")
+    up.add_argument("--timeout", type=float, default=60.0, metavar="S", help="seconds to wait (default: 60)")
+    up.add_argument(
+        "--foreground",
+        action="store_true",
+        help="stay in the foreground printing changes (a node exits, a partition changes leader) until Ctrl-C "
+        "or SIGTERM, then stop the cluster",
+    )
+    up.add_argument("node_args", nargs="*", metavar="-- NODE_FLAG", help="flags for every `groupcoord node` (after --)")
+    up.set_defaults(handler=_cluster_up)
+
+    down = actions.add_parser(
+        "down",
+        help="stop the cluster's nodes (SIGTERM, SIGKILL after 10 s)",
+        description="Stop the nodes in --dir's state.json: SIGTERM, then SIGKILL after 10 s. A pid that is no "
+        "longer this cluster's node is left alone. Exit 0 also when nothing was running.",
+    )
+    down.add_argument("--dir", type=Path, default=default_dir, help=dir_help)
+    down.add_argument("--purge", action="store_true", help="then remove the dir: data, logs, secret")
+    down.set_defaults(handler=_cluster_down)
+
+    status = actions.add_parser(
+        "status",
+        help="each node's health and the partition leaders",
+        description="Each node's process and health, and DescribeCluster from the first node that answers. "
+        "Exit 0 when every node is SERVING, 1 otherwise.",
+    )
+    status.add_argument("--dir", type=Path, default=default_dir, help=dir_help)
+    status.add_argument("--json", action="store_true", help="print JSON")
+    status.set_defaults(handler=_cluster_status)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -33,6 +119,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     node_config.add_arguments(node)
     node.set_defaults(handler=_run_node)
+    _add_cluster(commands)
     return parser
 
 
