@@ -13,6 +13,7 @@ import logging
 import time
 from collections.abc import Sequence
 
+from groupcoord.logfields import fields
 from groupcoord.node.partitions import PartitionHost, Role
 from groupcoord.node.topology import Peer
 
@@ -47,6 +48,6 @@ class LeaderBalancer:
             if target.node_id != self._node_id and host.replica.is_connected(address):
                 log.info(
                     "partition.transfer",
-                    extra={"partition": host.partition_id, "to_node": target.node_id, "term": host.term},
+                    extra=fields(partition=host.partition_id, to_node=target.node_id, term=host.term),
                 )
                 host.replica.transferLeadership(node=address)

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from groupcoord.coordinator import GroupConfig, GroupCoordinator
 from groupcoord.errors import StartupError, UserError
+from groupcoord.logfields import fields
 from groupcoord.node.balance import LeaderBalancer
 from groupcoord.node.clock import SystemClock
 from groupcoord.node.partitions import PartitionHost, Role
@@ -125,7 +126,7 @@ class NodeCluster:
                 try:
                     host.poll()
                 except Exception:
-                    log.exception("partition.poll_failed", extra={"partition": host.partition_id})
+                    log.exception("partition.poll_failed", extra=fields(partition=host.partition_id))
             self._balancer.maybe_transfer()
             ready = all(
                 h.role is Role.LEADER if h.replica.is_leader() else h.replica.leader_address() is not None
@@ -133,7 +134,7 @@ class NodeCluster:
             )
             if ready != self._ready.is_set():
                 (self._ready.set if ready else self._ready.clear)()
-                log.info("node.ready" if ready else "node.not_ready", extra={"node_id": self.node_id})
+                log.info("node.ready" if ready else "node.not_ready", extra=fields(node_id=self.node_id))
                 if self._on_ready_change is not None:
                     self._on_ready_change(ready)
             await asyncio.sleep(POLL_INTERVAL_S)

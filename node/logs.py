@@ -12,12 +12,10 @@ import sys
 import time
 from typing import Any
 
-_FIELDS = "fields"
+from groupcoord.logfields import FIELDS as _FIELDS
+from groupcoord.logfields import fields
 
-
-def fields(**values: Any) -> dict[str, dict[str, Any]]:
-    """The `extra=` argument that attaches key/value pairs to a log record."""
-    return {_FIELDS: values}
+__all__ = ["fields", "setup"]
 
 
 def _timestamp(record: logging.LogRecord) -> str:

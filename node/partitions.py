@@ -29,6 +29,7 @@ from google.protobuf.message import Message
 
 from groupcoord.coordinator import Clock, Effects, GroupConfig, GroupCoordinator, GroupStore
 from groupcoord.coordinator.runtime import CoreCallFailed
+from groupcoord.logfields import fields
 from groupcoord.node.responses import error_response
 from groupcoord.protocol import records as r
 from groupcoord.protocol.errors import Errors
@@ -97,7 +98,7 @@ class PartitionHost:
             self.step_down("leadership lost")
         if leading and self.role is Role.FOLLOWER:
             self.role, self.term = Role.LOADING, term
-            log.info("partition.loading", extra={"partition": self.partition_id, "term": term})
+            log.info("partition.loading", extra=fields(partition=self.partition_id, term=term))
             self._report_role()
             entry = encode_entry(BARRIER, term, self.replica.node_id, b"")
             self.replica.apply_entry(entry, callback=self._threadsafe(self._on_barrier, term))
@@ -114,10 +115,10 @@ class PartitionHost:
         self.role = Role.LEADER
         self._report_role()
         self._rearm()
-        log.info("partition.serving", extra={"partition": self.partition_id, "term": term})
+        log.info("partition.serving", extra=fields(partition=self.partition_id, term=term))
 
     def step_down(self, why: str) -> None:
-        log.info("partition.unloaded", extra={"partition": self.partition_id, "term": self.term, "why": why})
+        log.info("partition.unloaded", extra=fields(partition=self.partition_id, term=self.term, why=why))
         self.role, self.core = Role.FOLLOWER, None
         self._report_role()
         self._inflight.clear()
@@ -140,7 +141,7 @@ class PartitionHost:
             try:
                 self._loop.call_soon_threadsafe(fn, *bound, result, error)
             except RuntimeError:
-                log.debug("partition.callback_after_loop_closed", extra={"partition": self.partition_id})
+                log.debug("partition.callback_after_loop_closed", extra=fields(partition=self.partition_id))
 
         return callback
 
@@ -229,4 +230,4 @@ class PartitionHost:
         try:
             self._run(lambda core: core.tick())
         except Exception:
-            log.exception("partition.timer_failed", extra={"partition": self.partition_id})
+            log.exception("partition.timer_failed", extra=fields(partition=self.partition_id))

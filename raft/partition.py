@@ -29,6 +29,7 @@ from pysyncobj import SyncObj, SyncObjConf, replicated
 from pysyncobj.node import TCPNode
 
 from groupcoord.coordinator.state import GroupStore
+from groupcoord.logfields import fields
 from groupcoord.protocol import records as r
 
 log = logging.getLogger(__name__)
@@ -117,17 +118,17 @@ class PartitionReplica(SyncObj):
         try:
             version, kind, term, _node_id, payload = msgpack.unpackb(entry, raw=False, use_list=False)
         except (ValueError, TypeError, msgpack.UnpackException):
-            log.error("partition.bad_entry", extra={"partition": self.partition_id})
+            log.error("partition.bad_entry", extra=fields(partition=self.partition_id))
             return False
         if version != ENTRY_VERSION:
-            log.warning("partition.unknown_entry_version", extra={"partition": self.partition_id, "v": version})
+            log.warning("partition.unknown_entry_version", extra=fields(partition=self.partition_id, v=version))
             return False
         if kind == BARRIER:
             with self.lock:
                 self.fence_term = max(self.fence_term, term)
             return True
         if kind != RECORDS:
-            log.warning("partition.unknown_entry_kind", extra={"partition": self.partition_id, "kind": kind})
+            log.warning("partition.unknown_entry_kind", extra=fields(partition=self.partition_id, kind=kind))
             return False
         with self.lock:
             if term < self.fence_term:
