@@ -1,8 +1,9 @@
-"""A coordinator cut off from the others (its peers SIGSTOPped, or itself SIGSTOPped) never acts as one for
+"""A coordinator cut off from the others (its peers SIGSTOPped, or itself SIGSTOPped) does not act as one for
 long: it stops answering within the leader-fallback bound, and the majority serves the group."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import time
@@ -60,7 +61,7 @@ async def test_a_leader_without_a_quorum_stops_answering(cluster: Cluster):
         time.sleep(0.02)
 
 
-async def test_the_majority_elects_a_new_coordinator_while_the_old_one_is_paused(cluster: Cluster):
+async def test_the_majority_takes_over_from_a_paused_leader_whose_stale_writes_are_fenced(cluster: Cluster):
     group = "paused-leader"
     coordinator, (a,) = await _stable_static_group(cluster, group)
     old = _node_index(cluster, coordinator)
@@ -75,11 +76,30 @@ async def test_the_majority_elects_a_new_coordinator_while_the_old_one_is_paused
         assert time.monotonic() < deadline, "the majority did not take the group over"
         time.sleep(0.02)
     new = found
-    # The old leader resumes: it learns the newer term and never coordinates the group again.
+
+    def commit(offset: int) -> pb.OffsetCommitRequest:
+        request = pb.OffsetCommitRequest(group_id=group, generation_id=1, member_id=a.member_id)
+        request.topics.add(name="t").partitions.add(partition_index=0, committed_offset=offset)
+        return request
+
+    assert (await _rpc(new, "OffsetCommit", commit(5))).topics[0].partitions[0].error_code == Errors.NONE
+    # A commit sent to the paused old leader waits in its socket and is the first thing it handles when it
+    # resumes, possibly before it learns the newer term: whatever it writes then must never be applied.
+    stale = asyncio.ensure_future(_rpc(coordinator, "OffsetCommit", commit(666)))
+    await asyncio.sleep(0.2)
     _signal(cluster, [old], signal.SIGCONT)
-    time.sleep(1.0)
-    assert (await _rpc(coordinator, "Heartbeat", beat)).error_code == Errors.COORDINATOR_NOT_AVAILABLE
-    assert await _coordinator(cluster, group, old) == new
-    commit = pb.OffsetCommitRequest(group_id=group, generation_id=1, member_id=a.member_id)
-    commit.topics.add(name="t").partitions.add(partition_index=0, committed_offset=5)
-    assert (await _rpc(new, "OffsetCommit", commit)).topics[0].partitions[0].error_code == Errors.NONE
+    stale_code = (await asyncio.wait_for(stale, 15)).topics[0].partitions[0].error_code
+    # NOT_AVAILABLE (it learnt it was deposed), LOAD_IN_PROGRESS (it is taking its preferred partition back,
+    # node/balance.py), or NONE only if it had legitimately become the coordinator again by then.
+    assert stale_code in (Errors.COORDINATOR_NOT_AVAILABLE, Errors.COORDINATOR_LOAD_IN_PROGRESS, Errors.NONE)
+    deadline = time.monotonic() + 10
+    while True:
+        named = {await _coordinator(cluster, group, i) for i in range(3)}
+        current = next(iter(named))
+        if len(named) == 1 and current and (await _rpc(current, "Heartbeat", beat)).error_code == Errors.NONE:
+            break
+        assert time.monotonic() < deadline, "the nodes did not settle on one coordinator"
+        await asyncio.sleep(0.05)
+    fetched = await _rpc(current, "OffsetFetch", pb.OffsetFetchRequest(group_id=group))
+    # Acknowledged writes are kept; a write the deposed leader made is never applied.
+    assert fetched.topics[0].partitions[0].committed_offset == (666 if stale_code == Errors.NONE else 5)

@@ -194,7 +194,7 @@ async def test_killing_the_coordinator_of_a_stable_group_causes_no_rebalance(clu
     start = time.monotonic()
     beat = pb.HeartbeatRequest(group_id=group, generation_id=1, member_id=a.member_id)
     while True:
-        assert time.monotonic() - start < 10, "no new coordinator served the group"
+        assert time.monotonic() - start < 2, "no new coordinator served the group within 2 s (issue 3 acceptance)"
         new = await _coordinator(cluster, group, survivor)
         if new and new != coordinator:
             reply = await _rpc(new, "Heartbeat", beat)
