@@ -1,0 +1,61 @@
+"""Group → partition mapping, peers parsing and the stored partition count."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import pytest
+
+from groupcoord.errors import StartupError, UserError
+from groupcoord.node.balance import preferred_leader
+from groupcoord.node.topology import Peer, check_partition_count, parse_peers, partition_for, stable_hash
+
+
+def test_stable_hash_is_blake2b_and_never_changes():
+    # Pinned values: changing the hash would move every group to another partition of an existing cluster.
+    assert stable_hash("orders") == 15396940609477705549
+    assert stable_hash("") == 16476032584258269876
+    assert stable_hash("ünïcode") == int.from_bytes(hashlib.blake2b("ünïcode".encode(), digest_size=8).digest(), "big")
+    assert [partition_for(g, 16) for g in ("orders", "group-0", "")] == [13, 8, 4]
+
+
+def test_groups_spread_over_partitions():
+    counts = [0] * 16
+    for i in range(16_000):
+        counts[partition_for(f"group-{i}", 16)] += 1
+    assert min(counts) > 800 and max(counts) < 1200
+
+
+def test_parse_peers():
+    assert parse_peers("1=127.0.0.1:50051:60051, 2=127.0.0.2:50051:60051") == [
+        Peer(1, "127.0.0.1", 50051, 60051),
+        Peer(2, "127.0.0.2", 50051, 60051),
+    ]
+    assert parse_peers("") == []
+    assert Peer(3, "h", 1, 100).raft_address(5) == "h:105"
+
+
+@pytest.mark.parametrize(
+    "text", ["1=127.0.0.1:50051", "x=h:1:2", "1=h:0:2", "1=h:1:70000", "1=:1:2", "1=h:1:2,1=g:1:2"]
+)
+def test_bad_peers_are_user_errors(text):
+    with pytest.raises(UserError):
+        parse_peers(text)
+
+
+def test_the_partition_count_is_fixed_when_the_cluster_is_created(tmp_path):
+    check_partition_count(tmp_path, 16, [2, 1, 3])
+    assert json.loads((tmp_path / "cluster.json").read_text()) == {
+        "version": 1,
+        "partitions": 16,
+        "node_ids": [1, 2, 3],
+    }
+    check_partition_count(tmp_path, 16, [1, 2, 3])
+    with pytest.raises(StartupError, match="16 partitions"):
+        check_partition_count(tmp_path, 8, [1, 2, 3])
+
+
+def test_preferred_leaders_rotate_over_the_nodes_by_id():
+    peers = [Peer(3, "c", 1, 1), Peer(1, "a", 1, 1), Peer(2, "b", 1, 1)]
+    assert [preferred_leader(k, peers).node_id for k in range(5)] == [1, 2, 3, 1, 2]
