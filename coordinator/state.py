@@ -148,16 +148,7 @@ class GroupStore:
         group = self._group(rec.group_id, rec.time_ms)
         group.protocol_type = rec.protocol_type
         group.pending_members.pop(rec.member_id, None)
-        member = group.members[rec.member_id] = Member(
-            rec.member_id,
-            rec.group_instance_id,
-            rec.client_id,
-            rec.client_host,
-            rec.session_timeout_ms,
-            rec.rebalance_timeout_ms,
-            rec.protocols,
-            rec.time_ms,
-        )
+        member = group.members[rec.member_id] = _member(rec.member_id, rec)
         group.count_protocols(member, +1)
         if rec.group_instance_id:
             group.static_members[rec.group_instance_id] = rec.member_id
@@ -197,17 +188,7 @@ class GroupStore:
         if rec.new_member_id in group.members:
             return False
         old = group.members[rec.old_member_id]
-        new = Member(
-            rec.new_member_id,
-            rec.group_instance_id,
-            rec.client_id,
-            rec.client_host,
-            rec.session_timeout_ms,
-            rec.rebalance_timeout_ms,
-            rec.protocols,
-            rec.time_ms,
-            old.assignment,
-        )
+        new = _member(rec.new_member_id, rec, old.assignment)
         group.count_protocols(old, -1)
         group.count_protocols(new, +1)
         # Keep the member's position (and so its leader eligibility) and its assignment.
@@ -316,6 +297,21 @@ class GroupStore:
 
 
 SNAPSHOT_VERSION = 1
+
+
+def _member(member_id: str, rec: r.MemberAdded | r.StaticMemberReplaced, assignment: bytes = b"") -> Member:
+    return Member(
+        member_id,
+        rec.group_instance_id,
+        rec.client_id,
+        rec.client_host,
+        rec.session_timeout_ms,
+        rec.rebalance_timeout_ms,
+        rec.protocols,
+        rec.time_ms,
+        assignment,
+    )
+
 
 _APPLY: dict[type[r.Record], Any] = {
     r.PendingMemberAdded: GroupStore._pending_added,
