@@ -1,0 +1,323 @@
+"""`GroupMember`: a worker's membership in a group — join, sync, heartbeat, commit — with the error policy of
+SPEC §5 (Kafka's classic consumer coordinator, eager rebalancing).
+
+Error policy:
+* COORDINATOR_NOT_AVAILABLE / NOT_COORDINATOR / unreachable node → find the coordinator again (backoff);
+* COORDINATOR_LOAD_IN_PROGRESS → retry the same node (backoff);
+* REBALANCE_IN_PROGRESS / ILLEGAL_GENERATION → rejoin with the same member id;
+* UNKNOWN_MEMBER_ID → rejoin with no member id; MEMBER_ID_REQUIRED → adopt the given id and rejoin;
+* FENCED_INSTANCE_ID, INCONSISTENT_GROUP_PROTOCOL and request errors → fatal: the member stops and
+  `wait_failed()` raises.
+Ownership: partitions are revoked (`on_revoked`) before every rejoin, and the member stops believing it
+owns its assignment once a session timeout has passed without a successful heartbeat.
+A static member (group_instance_id) never sends LeaveGroup on close; a dynamic one does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import grpc
+
+from groupcoord.client.assignors import Assignor, get_assignor
+from groupcoord.client.discovery import Backoff, Connections
+from groupcoord.client.protocol import (
+    PROTOCOL_TYPE,
+    Assignment,
+    Subscription,
+    decode_assignment,
+    decode_subscription,
+    encode_assignment,
+    encode_subscription,
+)
+from groupcoord.logfields import fields
+from groupcoord.protocol.errors import Errors
+from groupcoord.protocol.v1 import groupcoord_pb2 as pb
+
+log = logging.getLogger(__name__)
+
+Callback = Callable[[Assignment], Awaitable[None] | None]
+REDISCOVER = (Errors.COORDINATOR_NOT_AVAILABLE, Errors.NOT_COORDINATOR)
+REJOIN = (Errors.REBALANCE_IN_PROGRESS, Errors.ILLEGAL_GENERATION, Errors.UNKNOWN_MEMBER_ID)
+JoinReason = pb.JoinGroupRequest.JoinReason
+
+
+class MemberFailed(Exception):
+    """A fatal error code: the member cannot go on (e.g. another process holds its group_instance_id)."""
+
+    def __init__(self, code: int, where: str) -> None:
+        super().__init__(f"{where}: {Errors(code).name if code in Errors._value2member_map_ else code}")
+        self.code = code
+
+
+class _Moved(Exception):
+    """The coordinator moved or is unreachable: rediscover."""
+
+
+class GroupMember:
+    def __init__(
+        self,
+        bootstrap: list[str],
+        group_id: str,
+        topics: dict[str, int],
+        client_id: str = "groupcoord-client",
+        group_instance_id: str = "",
+        assignor: str | Assignor = "range",
+        session_timeout_ms: int = 10_000,
+        rebalance_timeout_ms: int = 30_000,
+        heartbeat_interval_ms: int = 3_000,
+        on_assigned: Callback | None = None,
+        on_revoked: Callback | None = None,
+        join_reason: int = JoinReason.UNKNOWN,
+    ) -> None:
+        self.group_id = group_id
+        self.topics = dict(topics)
+        self.client_id = client_id
+        self.group_instance_id = group_instance_id
+        self.assignor = get_assignor(assignor) if isinstance(assignor, str) else assignor
+        self.session_timeout_ms = session_timeout_ms
+        self.rebalance_timeout_ms = rebalance_timeout_ms
+        self.heartbeat_interval_s = heartbeat_interval_ms / 1000
+        self.on_assigned = on_assigned
+        self.on_revoked = on_revoked
+        self.join_reason = join_reason
+        self.member_id = ""
+        self.generation_id = -1
+        self.assignment = Assignment(())
+        self._connections = Connections(bootstrap)
+        self._task: asyncio.Task[None] | None = None
+        self._closing = False
+        self._last_heartbeat_ok = 0.0
+        self._stable = asyncio.Event()
+
+    # -- lifecycle ------------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run())
+
+    async def wait_stable(self, timeout_s: float = 30.0) -> Assignment:
+        """Until the member holds an assignment of the current generation."""
+        await asyncio.wait_for(self._stable.wait(), timeout_s)
+        return self.assignment
+
+    async def wait_failed(self) -> None:
+        """Raises the fatal error that stopped the member (returns when closed normally)."""
+        if self._task is not None:
+            await self._task
+
+    async def close(self) -> None:
+        self._closing = True
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, MemberFailed):
+                await self._task
+        await self._revoke()
+        if not self.group_instance_id and self.member_id:
+            # Dynamic members leave so the group rebalances at once; static ones keep their place.
+            with contextlib.suppress(Exception):
+                request = pb.LeaveGroupRequest(group_id=self.group_id)
+                request.members.add(member_id=self.member_id, reason="closed")
+                await self._call("LeaveGroup", request, attempts=3)
+        await self._connections.close()
+
+    # -- offsets --------------------------------------------------------------------------------------
+
+    async def commit(self, offsets: dict[tuple[str, int], int]) -> dict[tuple[str, int], int]:
+        """Commits offsets of this generation; returns the error code per partition (NONE = acknowledged)."""
+        request = pb.OffsetCommitRequest(
+            group_id=self.group_id,
+            generation_id=self.generation_id,
+            member_id=self.member_id,
+            group_instance_id=self.group_instance_id,
+        )
+        by_topic: dict[str, Any] = {}
+        for (topic, partition), offset in sorted(offsets.items()):
+            if topic not in by_topic:
+                by_topic[topic] = request.topics.add(name=topic)
+            by_topic[topic].partitions.add(partition_index=partition, committed_offset=offset)
+        response = await self._call("OffsetCommit", request)
+        return {(t.name, p.partition_index): p.error_code for t in response.topics for p in t.partitions}
+
+    async def committed(self) -> dict[tuple[str, int], int]:
+        response = await self._call("OffsetFetch", pb.OffsetFetchRequest(group_id=self.group_id))
+        return {(t.name, p.partition_index): p.committed_offset for t in response.topics for p in t.partitions}
+
+    # -- the membership loop --------------------------------------------------------------------------
+
+    async def _run(self) -> None:
+        backoff = Backoff()
+        while not self._closing:
+            try:
+                await self._join_and_sync()
+                backoff.reset()
+                await self._heartbeat_until_rejoin()
+            except _Moved:
+                self._connections.forget(self.group_id)
+                await backoff.wait()
+            except (MemberFailed, asyncio.CancelledError):
+                raise
+            except Exception:
+                log.exception("member.loop_failed", extra=fields(group=self.group_id, member=self.member_id))
+                await backoff.wait()
+
+    async def _join_and_sync(self) -> None:
+        await self._revoke()
+        self._stable.clear()
+        while True:
+            joined = await self._join()
+            assignments: dict[str, bytes] = {}
+            if joined.leader == joined.member_id and not joined.skip_assignment:
+                assignments = self._assign(joined.members)
+            request = pb.SyncGroupRequest(
+                group_id=self.group_id,
+                generation_id=joined.generation_id,
+                member_id=self.member_id,
+                group_instance_id=self.group_instance_id,
+                protocol_type=PROTOCOL_TYPE,
+                protocol_name=joined.protocol_name,
+                assignments=[pb.SyncGroupRequest.Assignment(member_id=m, assignment=a) for m, a in assignments.items()],
+            )
+            synced = await self._call("SyncGroup", request)
+            if synced.error_code in REJOIN:
+                if synced.error_code == Errors.UNKNOWN_MEMBER_ID:
+                    self.member_id = ""
+                continue
+            self._check(synced.error_code, "SyncGroup")
+            self.generation_id = joined.generation_id
+            self.assignment = decode_assignment(synced.assignment) if synced.assignment else Assignment(())
+            self._last_heartbeat_ok = time.monotonic()
+            self._stable.set()
+            log.info(
+                "member.assigned",
+                extra=fields(group=self.group_id, member=self.member_id, generation=self.generation_id,
+                             partitions=len(self.assignment.partitions)),
+            )  # fmt: skip
+            await self._notify(self.on_assigned, self.assignment)
+            return
+
+    def _assign(self, members: Any) -> dict[str, bytes]:
+        """The leader's job; a member whose metadata does not decode gets nothing rather than failing everyone."""
+        subscriptions: dict[str, Subscription] = {}
+        for m in members:
+            try:
+                subscriptions[m.member_id] = decode_subscription(m.metadata)
+            except ValueError as exc:
+                log.warning(
+                    "member.bad_subscription", extra=fields(group=self.group_id, member=m.member_id, error=str(exc))
+                )
+        assigned = self.assignor.assign(subscriptions)
+        return {m.member_id: encode_assignment(assigned.get(m.member_id, Assignment(()))) for m in members}
+
+    async def _join(self) -> pb.JoinGroupResponse:
+        while True:
+            metadata = encode_subscription(Subscription(self.topics, owned=self.assignment.partitions))
+            request = pb.JoinGroupRequest(
+                group_id=self.group_id,
+                session_timeout_ms=self.session_timeout_ms,
+                rebalance_timeout_ms=self.rebalance_timeout_ms,
+                member_id=self.member_id,
+                group_instance_id=self.group_instance_id,
+                protocol_type=PROTOCOL_TYPE,
+                protocols=[pb.JoinGroupRequest.Protocol(name=self.assignor.name, metadata=metadata)],
+                client_id=self.client_id,
+                join_reason=self.join_reason,
+            )  # fmt: skip
+            joined = await self._call("JoinGroup", request, timeout_s=self.rebalance_timeout_ms / 1000 + 10)
+            if joined.error_code == Errors.MEMBER_ID_REQUIRED:
+                self.member_id = joined.member_id
+                continue
+            if joined.error_code == Errors.UNKNOWN_MEMBER_ID:
+                self.member_id = ""
+                continue
+            if joined.error_code == Errors.REBALANCE_IN_PROGRESS:
+                continue
+            self._check(joined.error_code, "JoinGroup")
+            self.member_id = joined.member_id
+            return joined
+
+    async def _heartbeat_until_rejoin(self) -> None:
+        session_s = self.session_timeout_ms / 1000
+        while not self._closing:
+            await asyncio.sleep(self.heartbeat_interval_s)
+            request = pb.HeartbeatRequest(
+                group_id=self.group_id,
+                generation_id=self.generation_id,
+                member_id=self.member_id,
+                group_instance_id=self.group_instance_id,
+            )
+            try:
+                reply = await self._call("Heartbeat", request, attempts=1, timeout_s=self.heartbeat_interval_s + 1)
+            except _Moved:
+                # Keep the assignment while the coordinator may still hold our session; never longer.
+                self._connections.forget(self.group_id)
+                if time.monotonic() - self._last_heartbeat_ok >= session_s:
+                    log.warning("member.session_lost", extra=fields(group=self.group_id, member=self.member_id))
+                    return
+                continue
+            if reply.error_code == Errors.NONE:
+                self._last_heartbeat_ok = time.monotonic()
+                continue
+            if reply.error_code in REJOIN:
+                if reply.error_code == Errors.UNKNOWN_MEMBER_ID:
+                    self.member_id = ""
+                return
+            self._check(reply.error_code, "Heartbeat")
+
+    # -- plumbing -------------------------------------------------------------------------------------
+
+    async def _call(self, method: str, request: Any, attempts: int = 0, timeout_s: float | None = None) -> Any:
+        """One RPC to the group's coordinator, retried across LOAD_IN_PROGRESS and moves (`attempts`=0: forever
+        until the member closes); raises `_Moved` when out of attempts."""
+        backoff = Backoff()
+        tries = 0
+        while True:
+            tries += 1
+            address = await self._connections.coordinator(self.group_id)
+            try:
+                reply = await getattr(self._connections.stub(address), method)(
+                    request, timeout=timeout_s or self._connections.request_timeout_s
+                )
+            except grpc.aio.AioRpcError as exc:
+                if exc.code() == grpc.StatusCode.INVALID_ARGUMENT:
+                    raise MemberFailed(Errors.INVALID_REQUEST, f"{method}: {exc.details()}") from None
+                code = None
+            else:
+                code = _first_code(reply)
+                if code not in REDISCOVER and code != Errors.COORDINATOR_LOAD_IN_PROGRESS:
+                    return reply
+            if code != Errors.COORDINATOR_LOAD_IN_PROGRESS:
+                self._connections.forget(self.group_id)
+            if attempts and tries >= attempts:
+                raise _Moved()
+            await backoff.wait()
+
+    def _check(self, code: int, where: str) -> None:
+        if code != Errors.NONE:
+            raise MemberFailed(code, where)
+
+    async def _revoke(self) -> None:
+        if self.assignment.partitions:
+            lost, self.assignment = self.assignment, Assignment(())
+            await self._notify(self.on_revoked, lost)
+
+    @staticmethod
+    async def _notify(callback: Callback | None, assignment: Assignment) -> None:
+        if callback is not None:
+            result = callback(assignment)
+            if asyncio.iscoroutine(result):
+                await result
+
+
+def _first_code(reply: Any) -> int:
+    """The code that says whether the coordinator handled the call (per-partition for OffsetCommit)."""
+    if hasattr(reply, "error_code"):
+        return reply.error_code
+    for topic in getattr(reply, "topics", ()):
+        for partition in topic.partitions:
+            return partition.error_code
+    return Errors.NONE
