@@ -1,4 +1,4 @@
-"""The `groupcoord` command line: one subcommand per job (`node`, `cluster`; groups, ... later).
+"""The `groupcoord` command line: one subcommand per job (`node`, `cluster`, `groups`, `members`, `offsets`).
 
 Handlers import what they run lazily, so `--help` and a mistyped flag answer without loading grpc.
 """
@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from importlib.metadata import version
 from pathlib import Path
 
+from groupcoord import admin_cli
 from groupcoord.errors import UserError
 from groupcoord.node import config as node_config
 
@@ -102,6 +103,7 @@ def _add_cluster(commands: argparse._SubParsersAction) -> None:
     status.add_argument("--dir", type=Path, default=default_dir, help=dir_help)
     status.add_argument("--json", action="store_true", help="print JSON")
     status.set_defaults(handler=_cluster_status)
+    admin_cli.register_cluster_describe(actions)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -120,6 +122,7 @@ def build_parser() -> argparse.ArgumentParser:
     node_config.add_arguments(node)
     node.set_defaults(handler=_run_node)
     _add_cluster(commands)
+    admin_cli.register(commands)
     return parser
 
 

@@ -1,0 +1,338 @@
+"""`Admin`: the operator's view of a cluster — list, describe and delete groups, pre-register and remove
+static members, read and set offsets, describe the cluster.
+
+Every group call goes to that group's coordinator (a node answers only for the partitions it leads) and is
+retried with the member's policy: COORDINATOR_LOAD_IN_PROGRESS → same node again; COORDINATOR_NOT_AVAILABLE /
+NOT_COORDINATOR / unreachable → find the coordinator again; all with bounded backoff up to `deadline_s`.
+Per-item error codes are returned, never swallowed; `AdminError` is raised only when a whole request fails
+for a reason retrying cannot fix (or the deadline passed), and `ClusterUnreachable` when no bootstrap node
+answered at all within `connect_timeout_s` — a wrong address should fail fast, a failover should not.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Any
+
+import grpc
+
+from groupcoord.client.discovery import Backoff, Connections, CoordinatorUnavailable
+from groupcoord.client.protocol import decode_assignment
+from groupcoord.protocol.errors import Errors
+from groupcoord.protocol.v1 import groupcoord_pb2 as pb
+
+RETRY_SAME_NODE = (Errors.COORDINATOR_LOAD_IN_PROGRESS,)
+REDISCOVER = (Errors.COORDINATOR_NOT_AVAILABLE, Errors.NOT_COORDINATOR)
+TopicPartition = tuple[str, int]
+
+
+def error_name(code: int) -> str:
+    """Kafka's name for a code; the number itself for one this client does not know."""
+    try:
+        return Errors(code).name
+    except ValueError:
+        return str(code)
+
+
+class AdminError(Exception):
+    """A whole request failed with `code` (a Kafka error code)."""
+
+    def __init__(self, code: int, message: str = "") -> None:
+        super().__init__(f"{error_name(code)}: {message}" if message else error_name(code))
+        self.code = code
+        self.message = message
+
+
+class ClusterUnreachable(AdminError):
+    """No bootstrap node answered before the connect deadline (wrong address, cluster down)."""
+
+    def __init__(self, bootstrap: list[str], detail: str) -> None:
+        super().__init__(Errors.COORDINATOR_NOT_AVAILABLE, f"no node answered at {','.join(bootstrap)} ({detail})")
+        self.bootstrap = bootstrap
+        self.detail = detail
+
+
+@dataclass(frozen=True, slots=True)
+class ListedGroup:
+    group_id: str
+    protocol_type: str
+    state: str
+
+
+@dataclass(frozen=True, slots=True)
+class MemberDescription:
+    member_id: str
+    group_instance_id: str
+    client_id: str
+    client_host: str
+    # Decoded from the consumer protocol's assignment; empty when the group is not Stable or not "consumer".
+    partitions: tuple[TopicPartition, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class GroupDescription:
+    group_id: str
+    error_code: int
+    error_message: str = ""
+    state: str = ""
+    protocol_type: str = ""
+    protocol: str = ""
+    generation_id: int = -1
+    leader_id: str = ""
+    coordinator_node_id: int = -1
+    coordinator_partition: int = -1
+    members: tuple[MemberDescription, ...] = ()
+    pending_instance_ids: tuple[str, ...] = ()
+    pending_member_count: int = 0
+    last_rebalance_cause: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class NodeInfo:
+    node_id: int
+    host: str
+    port: int
+    alive: bool
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionInfo:
+    partition_id: int
+    leader_node_id: int
+    term: int
+    commit_index: int
+    replica_node_ids: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterDescription:
+    answered_by: int
+    partition_count: int
+    nodes: tuple[NodeInfo, ...] = field(default=())
+    partitions: tuple[PartitionInfo, ...] = field(default=())
+
+
+def _first_code(reply: Any) -> int:
+    """The code that says whether the coordinator handled a one-group request."""
+    if hasattr(reply, "error_code"):
+        return reply.error_code
+    for item in (*getattr(reply, "groups", ()), *getattr(reply, "results", ())):
+        return item.error_code
+    for topic in getattr(reply, "topics", ()):
+        for partition in topic.partitions:
+            return partition.error_code
+    return Errors.NONE
+
+
+def _members(group: pb.DescribeGroupsResponse.Group) -> tuple[MemberDescription, ...]:
+    out = []
+    for m in group.members:
+        partitions: tuple[TopicPartition, ...] = ()
+        if group.protocol_type == "consumer" and m.member_assignment:
+            try:
+                partitions = tuple(decode_assignment(m.member_assignment).partitions)
+            except ValueError:
+                partitions = ()  # another client's format: show the member, not a crash
+        out.append(MemberDescription(m.member_id, m.group_instance_id, m.client_id, m.client_host, partitions))
+    return tuple(out)
+
+
+def _description(group: pb.DescribeGroupsResponse.Group) -> GroupDescription:
+    return GroupDescription(
+        group_id=group.group_id,
+        error_code=group.error_code,
+        error_message=group.error_message,
+        state=group.group_state,
+        protocol_type=group.protocol_type,
+        protocol=group.protocol_data,
+        generation_id=group.generation_id,
+        leader_id=group.leader_id,
+        coordinator_node_id=group.coordinator_node_id if group.error_code == Errors.NONE else -1,
+        coordinator_partition=group.coordinator_partition if group.error_code == Errors.NONE else -1,
+        members=_members(group),
+        pending_instance_ids=tuple(group.pending_instance_ids),
+        pending_member_count=group.pending_member_count,
+        last_rebalance_cause=group.last_rebalance_reason.cause,
+    )
+
+
+class Admin:
+    def __init__(self, bootstrap: list[str], deadline_s: float = 30.0, connect_timeout_s: float = 5.0) -> None:
+        self.bootstrap = list(bootstrap)
+        self.deadline_s = deadline_s
+        self.connect_timeout_s = connect_timeout_s
+        self._connections = Connections(self.bootstrap, request_timeout_s=min(deadline_s, 10.0))
+        self._reached = False
+
+    async def __aenter__(self) -> Admin:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        await self._connections.close()
+
+    # -- any node -------------------------------------------------------------------------------------
+
+    async def _any_node(self, method: str, request: Any) -> Any:
+        """Asks the known nodes in turn; until one has answered, only `connect_timeout_s` is allowed."""
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        backoff = Backoff()
+        last = "no answer"
+        while True:
+            for address in list(self._connections.bootstrap):
+                timeout = min(self.connect_timeout_s if not self._reached else 10.0, self.deadline_s)
+                try:
+                    reply = await getattr(self._connections.stub(address), method)(request, timeout=timeout)
+                except grpc.aio.AioRpcError as exc:
+                    last = f"{address}: {exc.code().name} {exc.details() or ''}".strip()
+                    continue
+                self._reached = True
+                return reply
+            elapsed = loop.time() - start
+            if not self._reached and elapsed > self.connect_timeout_s:
+                raise ClusterUnreachable(self.bootstrap, last)
+            if elapsed > self.deadline_s:
+                raise AdminError(Errors.COORDINATOR_NOT_AVAILABLE, f"no node answered {method}: {last}")
+            await backoff.wait()
+
+    async def _ensure_reachable(self) -> None:
+        """One cheap call first, so a wrong address fails in seconds rather than after the retry deadline."""
+        if not self._reached:
+            await self._any_node("DescribeCluster", pb.DescribeClusterRequest())
+
+    async def list_groups(self, states: tuple[str, ...] | list[str] = ()) -> list[ListedGroup]:
+        reply = await self._any_node("ListGroups", pb.ListGroupsRequest(states_filter=list(states)))
+        if reply.error_code != Errors.NONE:
+            raise AdminError(reply.error_code, reply.error_message)
+        return [ListedGroup(g.group_id, g.protocol_type, g.group_state) for g in reply.groups]
+
+    async def describe_cluster(self) -> ClusterDescription:
+        reply = await self._any_node("DescribeCluster", pb.DescribeClusterRequest())
+        if reply.error_code != Errors.NONE:
+            raise AdminError(reply.error_code)
+        return ClusterDescription(
+            answered_by=reply.node_id,
+            partition_count=reply.partition_count,
+            nodes=tuple(NodeInfo(n.node_id, n.host, n.port, n.alive) for n in reply.nodes),
+            partitions=tuple(
+                PartitionInfo(p.partition_id, p.leader_node_id, p.term, p.commit_index, tuple(p.replica_node_ids))
+                for p in reply.partitions
+            ),
+        )
+
+    # -- the group's coordinator ----------------------------------------------------------------------
+
+    async def _call(self, group_id: str, method: str, request: Any) -> Any:
+        """One RPC to the group's coordinator, retried across loads and moves until `deadline_s`.
+
+        Raises AdminError(INVALID_GROUP_ID) for an id no node accepts, AdminError(COORDINATOR_NOT_AVAILABLE)
+        when the deadline passes, AdminError(INVALID_REQUEST) when the node refuses the message itself.
+        """
+        await self._ensure_reachable()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.deadline_s
+        backoff = Backoff()
+        while True:
+            remaining = deadline - loop.time()
+            try:
+                address = await self._connections.coordinator(group_id, timeout_s=max(remaining, 0.0))
+            except ValueError as exc:
+                raise AdminError(Errors.INVALID_GROUP_ID, str(exc)) from None
+            except CoordinatorUnavailable as exc:
+                raise AdminError(Errors.COORDINATOR_NOT_AVAILABLE, str(exc)) from None
+            try:
+                reply = await getattr(self._connections.stub(address), method)(
+                    request, timeout=max(min(remaining, self._connections.request_timeout_s), 0.5)
+                )
+            except grpc.aio.AioRpcError as exc:
+                if exc.code() in (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.RESOURCE_EXHAUSTED):
+                    raise AdminError(Errors.INVALID_REQUEST, f"{method}: {exc.details()}") from None
+                code: int | None = None
+                detail = f"{address} {exc.code().name}"
+            else:
+                code = _first_code(reply)
+                if code not in REDISCOVER and code not in RETRY_SAME_NODE:
+                    return reply
+                detail = f"{address} {error_name(code)}"
+            if code not in RETRY_SAME_NODE:
+                self._connections.forget(group_id)
+            if loop.time() >= deadline:
+                raise AdminError(code if code is not None else Errors.COORDINATOR_NOT_AVAILABLE, f"{method}: {detail}")
+            await backoff.wait()
+
+    async def describe_groups(self, group_ids: list[str]) -> list[GroupDescription]:
+        """One description per id, in the order asked; a group that failed carries its own error code."""
+
+        async def one(group_id: str) -> GroupDescription:
+            try:
+                reply = await self._call(group_id, "DescribeGroups", pb.DescribeGroupsRequest(group_ids=[group_id]))
+            except ClusterUnreachable:
+                raise
+            except AdminError as exc:
+                return GroupDescription(group_id, exc.code, exc.message)
+            return _description(reply.groups[0])
+
+        await self._ensure_reachable()
+        return list(await asyncio.gather(*(one(g) for g in group_ids)))
+
+    async def delete_groups(self, group_ids: list[str]) -> dict[str, int]:
+        """Code per group: NONE, GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP, ..."""
+
+        async def one(group_id: str) -> int:
+            try:
+                reply = await self._call(group_id, "DeleteGroups", pb.DeleteGroupsRequest(group_ids=[group_id]))
+            except ClusterUnreachable:
+                raise
+            except AdminError as exc:
+                return exc.code
+            return reply.results[0].error_code
+
+        await self._ensure_reachable()
+        unique = list(dict.fromkeys(group_ids))
+        return dict(zip(unique, await asyncio.gather(*(one(g) for g in unique)), strict=True))
+
+    async def add_members(self, group_id: str, instance_ids: list[str]) -> dict[str, int]:
+        """Pre-registers static instances: their later joins cost one rebalance in all. Code per instance."""
+        request = pb.AddMembersToGroupRequest(group_id=group_id, group_instance_ids=list(instance_ids))
+        reply = await self._call(group_id, "AddMembersToGroup", request)
+        if reply.error_code != Errors.NONE:
+            raise AdminError(reply.error_code, reply.error_message)
+        return {r.group_instance_id: r.error_code for r in reply.results}
+
+    async def remove_members(self, group_id: str, instance_ids: list[str], reason: str = "") -> dict[str, int]:
+        """Removes static members by instance id (no member id): the group rebalances at once. Code per instance."""
+        members = [pb.LeaveGroupRequest.MemberIdentity(group_instance_id=i, reason=reason) for i in instance_ids]
+        reply = await self._call(group_id, "LeaveGroup", pb.LeaveGroupRequest(group_id=group_id, members=members))
+        if reply.error_code != Errors.NONE:
+            raise AdminError(reply.error_code, reply.error_message)
+        return {m.group_instance_id: m.error_code for m in reply.members}
+
+    async def list_offsets(self, group_id: str) -> dict[TopicPartition, tuple[int, str]]:
+        reply = await self._call(group_id, "OffsetFetch", pb.OffsetFetchRequest(group_id=group_id))
+        if reply.error_code != Errors.NONE:
+            raise AdminError(reply.error_code, reply.error_message)
+        offsets: dict[TopicPartition, tuple[int, str]] = {}
+        for topic in reply.topics:
+            for p in topic.partitions:
+                if p.error_code != Errors.NONE:
+                    raise AdminError(p.error_code, f"offset of {topic.name}:{p.partition_index}")
+                offsets[(topic.name, p.partition_index)] = (p.committed_offset, p.metadata)
+        return offsets
+
+    async def alter_offsets(self, group_id: str, offsets: dict[TopicPartition, int]) -> dict[TopicPartition, int]:
+        """A "simple" commit (generation -1, no member): accepted only while the group is Empty (or new).
+
+        Returns the code per partition; a live group answers e.g. UNKNOWN_MEMBER_ID for each of them.
+        """
+        request = pb.OffsetCommitRequest(group_id=group_id, generation_id=-1)
+        by_topic: dict[str, Any] = {}
+        for (topic, partition), offset in sorted(offsets.items()):
+            if topic not in by_topic:
+                by_topic[topic] = request.topics.add(name=topic)
+            by_topic[topic].partitions.add(partition_index=partition, committed_offset=offset)
+        reply = await self._call(group_id, "OffsetCommit", request)
+        return {(t.name, p.partition_index): p.error_code for t in reply.topics for p in t.partitions}

@@ -1,0 +1,349 @@
+"""`groupcoord groups|members|offsets ...` and `groupcoord cluster describe`: the Admin client for operators.
+
+Exit codes scripts rely on: 0 every item OK; 1 some item (or the one request) failed with a Kafka error code,
+named on stderr; 2 usage error; 3 the cluster could not be reached. grpc loads only inside a handler, so
+`--help` and a mistyped flag stay fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import asdict
+from typing import TYPE_CHECKING, Any
+
+from groupcoord.errors import UserError
+
+if TYPE_CHECKING:
+    from groupcoord.client.admin import Admin
+
+DEFAULT_BOOTSTRAP = "127.0.0.1:50051,127.0.0.2:50051,127.0.0.3:50051"
+EXIT_OK, EXIT_ITEM_FAILED, EXIT_UNREACHABLE = 0, 1, 3
+
+
+class Unreachable(UserError):
+    """No node of --bootstrap answered."""
+
+    exit_code = EXIT_UNREACHABLE
+
+
+class RequestFailed(UserError):
+    """The request as a whole was refused with a Kafka error code."""
+
+    exit_code = EXIT_ITEM_FAILED
+
+
+# -- plumbing ---------------------------------------------------------------------------------------
+
+
+def parse_bootstrap(text: str) -> list[str]:
+    addresses = [a.strip() for a in text.split(",") if a.strip()]
+    if not addresses:
+        raise UserError("--bootstrap needs at least one host:port")
+    for address in addresses:
+        host, sep, port = address.rpartition(":")
+        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65_536:
+            raise UserError(f"--bootstrap: {address!r} is not host:port")
+    return addresses
+
+
+def parse_offset(text: str) -> tuple[tuple[str, int], int]:
+    """`TOPIC:PARTITION=OFFSET`; the topic may itself contain ':' (the last one separates the partition)."""
+    target, eq, offset = text.rpartition("=")
+    topic, colon, partition = target.rpartition(":")
+    if not eq or not colon or not topic or not partition.isdigit():
+        raise UserError(f"{text!r} is not TOPIC:PARTITION=OFFSET (e.g. orders:0=42)")
+    try:
+        value = int(offset)
+    except ValueError:
+        raise UserError(f"{text!r}: offset {offset!r} is not an integer") from None
+    if value < 0:
+        raise UserError(f"{text!r}: offset must be >= 0")
+    return (topic, int(partition)), value
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    """Left-aligned columns, two spaces apart, like `kafka-consumer-groups.sh`."""
+    cells = [[str(h) for h in headers], *[[str(c) for c in row] for row in rows]]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in cells)
+
+
+def _print_json(value: Any) -> None:
+    print(json.dumps(value, indent=2, sort_keys=False))
+
+
+def _failures(items: dict[str, int]) -> int:
+    """Names every failed item on stderr; the exit code for the lot."""
+    from groupcoord.client.admin import error_name
+
+    failed = {k: c for k, c in items.items() if c != 0}
+    for key, code in failed.items():
+        print(f"groupcoord: {key}: {error_name(code)}", file=sys.stderr)
+    return EXIT_ITEM_FAILED if failed else EXIT_OK
+
+
+def _run(args: argparse.Namespace, job: Callable[[Admin], Awaitable[int]]) -> int:
+    """Runs `job` with an Admin on --bootstrap; maps whole-request failures to one line and an exit code."""
+    bootstrap = parse_bootstrap(args.bootstrap)
+    from groupcoord.client.admin import Admin, AdminError, ClusterUnreachable
+
+    async def main() -> int:
+        async with Admin(bootstrap, deadline_s=args.timeout, connect_timeout_s=min(5.0, args.timeout)) as admin:
+            return await job(admin)
+
+    try:
+        return asyncio.run(main())
+    except ClusterUnreachable as exc:
+        raise Unreachable(f"cannot reach the cluster: {exc.message}") from None
+    except AdminError as exc:
+        raise RequestFailed(str(exc)) from None
+
+
+# -- groups -----------------------------------------------------------------------------------------
+
+
+def _groups_list(args: argparse.Namespace) -> int:
+    async def job(admin: Admin) -> int:
+        groups = sorted(await admin.list_groups(args.state or ()), key=lambda g: g.group_id)
+        if args.json:
+            _print_json([asdict(g) for g in groups])
+        else:
+            print(table(["GROUP", "STATE", "PROTOCOL-TYPE"], [[g.group_id, g.state, g.protocol_type] for g in groups]))
+        return EXIT_OK
+
+    return _run(args, job)
+
+
+def _groups_describe(args: argparse.Namespace) -> int:
+    from groupcoord.client.admin import error_name
+
+    async def job(admin: Admin) -> int:
+        described = await admin.describe_groups(args.groups)
+        if args.json:
+            out = []
+            for d in described:
+                item = asdict(d)
+                item["error"] = error_name(d.error_code)
+                out.append(item)
+            _print_json(out)
+        else:
+            blocks = []
+            for d in described:
+                if d.error_code != 0:
+                    blocks.append(f"GROUP {d.group_id}: {error_name(d.error_code)}")
+                    continue
+                head = table(
+                    ["GROUP", "STATE", "PROTOCOL", "GENERATION", "COORDINATOR", "LAST-REBALANCE"],
+                    [[
+                        d.group_id, d.state, f"{d.protocol_type}/{d.protocol or '-'}", d.generation_id,
+                        f"node {d.coordinator_node_id} (partition {d.coordinator_partition})",
+                        d.last_rebalance_cause or "-",
+                    ]],
+                )  # fmt: skip
+                rows = [
+                    [
+                        m.member_id + (" *" if m.member_id == d.leader_id else ""),
+                        m.group_instance_id or "-",
+                        m.client_id,
+                        m.client_host,
+                        ",".join(f"{t}:{p}" for t, p in m.partitions) or "-",
+                    ]
+                    for m in d.members
+                ]
+                block = [
+                    head,
+                    "",
+                    table(["MEMBER-ID (* leader)", "INSTANCE-ID", "CLIENT-ID", "HOST", "ASSIGNMENT"], rows),
+                ]
+                if d.pending_instance_ids:
+                    block.append(f"pending instance ids: {', '.join(d.pending_instance_ids)}")
+                if d.pending_member_count:
+                    block.append(f"pending dynamic members: {d.pending_member_count}")
+                blocks.append("\n".join(block))
+            print("\n\n".join(blocks))
+        return _failures({d.group_id: d.error_code for d in described})
+
+    return _run(args, job)
+
+
+def _groups_delete(args: argparse.Namespace) -> int:
+    from groupcoord.client.admin import error_name
+
+    async def job(admin: Admin) -> int:
+        results = await admin.delete_groups(args.groups)
+        if args.json:
+            _print_json([{"group_id": g, "error_code": c, "error": error_name(c)} for g, c in results.items()])
+        else:
+            print(table(["GROUP", "RESULT"], [[g, "deleted" if c == 0 else error_name(c)] for g, c in results.items()]))
+        return _failures(results)
+
+    return _run(args, job)
+
+
+# -- members ----------------------------------------------------------------------------------------
+
+
+def _members_result(args: argparse.Namespace, results: dict[str, int], done: str) -> int:
+    from groupcoord.client.admin import error_name
+
+    if args.json:
+        _print_json([{"group_instance_id": i, "error_code": c, "error": error_name(c)} for i, c in results.items()])
+    else:
+        print(table(["INSTANCE-ID", "RESULT"], [[i, done if c == 0 else error_name(c)] for i, c in results.items()]))
+    return _failures({f"{args.group}/{i}": c for i, c in results.items()})
+
+
+def _members_add(args: argparse.Namespace) -> int:
+    async def job(admin: Admin) -> int:
+        return _members_result(args, await admin.add_members(args.group, args.instances), "added")
+
+    return _run(args, job)
+
+
+def _members_remove(args: argparse.Namespace) -> int:
+    async def job(admin: Admin) -> int:
+        results = await admin.remove_members(args.group, args.instances, reason=args.reason)
+        return _members_result(args, results, "removed")
+
+    return _run(args, job)
+
+
+# -- offsets ----------------------------------------------------------------------------------------
+
+
+def _offsets_get(args: argparse.Namespace) -> int:
+    async def job(admin: Admin) -> int:
+        offsets = sorted((await admin.list_offsets(args.group)).items())
+        if args.json:
+            _print_json([{"topic": t, "partition": p, "offset": o, "metadata": m} for (t, p), (o, m) in offsets])
+        else:
+            print(table(["TOPIC", "PARTITION", "OFFSET", "METADATA"], [[t, p, o, m] for (t, p), (o, m) in offsets]))
+        return EXIT_OK
+
+    return _run(args, job)
+
+
+def _offsets_set(args: argparse.Namespace) -> int:
+    from groupcoord.client.admin import error_name
+
+    wanted = dict(parse_offset(text) for text in args.offsets)
+
+    async def job(admin: Admin) -> int:
+        results = await admin.alter_offsets(args.group, wanted)
+        rows = sorted(results.items())
+        if args.json:
+            _print_json(
+                [
+                    {"topic": t, "partition": p, "offset": wanted[(t, p)], "error_code": c, "error": error_name(c)}
+                    for (t, p), c in rows
+                ]
+            )
+        else:
+            print(
+                table(
+                    ["TOPIC", "PARTITION", "OFFSET", "RESULT"],
+                    [[t, p, wanted[(t, p)], "committed" if c == 0 else error_name(c)] for (t, p), c in rows],
+                )
+            )
+        return _failures({f"{args.group} {t}:{p}": c for (t, p), c in rows})
+
+    return _run(args, job)
+
+
+# -- cluster describe -------------------------------------------------------------------------------
+
+
+def _cluster_describe(args: argparse.Namespace) -> int:
+    async def job(admin: Admin) -> int:
+        c = await admin.describe_cluster()
+        if args.json:
+            _print_json(asdict(c))
+            return EXIT_OK
+        print(f"answered by node {c.answered_by}; {c.partition_count} coordinator partitions\n")
+        print(table(["NODE", "ADDRESS", "ALIVE"], [[n.node_id, f"{n.host}:{n.port}", n.alive] for n in c.nodes]))
+        print()
+        rows = [
+            [p.partition_id, p.leader_node_id if p.leader_node_id >= 0 else "none", p.term, p.commit_index,
+             ",".join(map(str, p.replica_node_ids))]
+            for p in c.partitions
+        ]  # fmt: skip
+        print(table(["PARTITION", "LEADER", "TERM", "COMMIT-INDEX", "REPLICAS"], rows))
+        return EXIT_OK
+
+    return _run(args, job)
+
+
+# -- registration -----------------------------------------------------------------------------------
+
+EPILOG = (
+    "exit codes: 0 all OK; 1 some item failed (named on stderr, e.g. GROUP_ID_NOT_FOUND); 2 usage error; "
+    "3 cluster unreachable"
+)
+
+
+def _connection_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--bootstrap",
+        default=os.environ.get("GROUPCOORD_BOOTSTRAP", DEFAULT_BOOTSTRAP),
+        metavar="HOST:PORT[,...]",
+        help="nodes to ask first (default: $GROUPCOORD_BOOTSTRAP or %(default)s)",
+    )
+    parser.add_argument("--json", action="store_true", help="machine-readable output")
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=30.0,
+        metavar="S",
+        help="retry deadline while coordinators move (default: %(default)s; an unreachable cluster fails in 5 s)",
+    )
+
+
+def _action(actions: argparse._SubParsersAction, name: str, help_: str, handler: Callable) -> argparse.ArgumentParser:
+    parser = actions.add_parser(name, help=help_, description=help_[0].upper() + help_[1:] + ".", epilog=EPILOG)
+    _connection_flags(parser)
+    parser.set_defaults(handler=handler)
+    return parser
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    """Adds `groups`, `members` and `offsets` to the top-level subcommands."""
+    groups = commands.add_parser("groups", help="list, describe and delete groups", epilog=EPILOG)
+    actions = groups.add_subparsers(title="actions", dest="action", required=True, metavar="ACTION")
+    listing = _action(actions, "list", "list groups (from any node)", _groups_list)
+    listing.add_argument("--state", action="append", metavar="S", help="only groups in state S (repeatable)")
+    describe = _action(
+        actions, "describe", "members, state, generation and pending instances of groups", _groups_describe
+    )
+    describe.add_argument("groups", nargs="+", metavar="GROUP")
+    delete = _action(actions, "delete", "delete Empty groups and their offsets", _groups_delete)
+    delete.add_argument("groups", nargs="+", metavar="GROUP")
+
+    members = commands.add_parser("members", help="pre-register or remove static members", epilog=EPILOG)
+    actions = members.add_subparsers(title="actions", dest="action", required=True, metavar="ACTION")
+    add = _action(
+        actions, "add", "pre-register static instances: their joins then cost one rebalance in all", _members_add
+    )
+    add.add_argument("group", metavar="GROUP")
+    add.add_argument("instances", nargs="+", metavar="INSTANCE")
+    remove = _action(actions, "remove", "remove static members by instance id (immediate rebalance)", _members_remove)
+    remove.add_argument("group", metavar="GROUP")
+    remove.add_argument("instances", nargs="+", metavar="INSTANCE")
+    remove.add_argument("--reason", default="", metavar="TEXT", help="recorded as the rebalance's reason")
+
+    offsets = commands.add_parser("offsets", help="read or set a group's committed offsets", epilog=EPILOG)
+    actions = offsets.add_subparsers(title="actions", dest="action", required=True, metavar="ACTION")
+    get = _action(actions, "get", "the group's committed offsets", _offsets_get)
+    get.add_argument("group", metavar="GROUP")
+    set_ = _action(actions, "set", "commit offsets for a group with no members (Empty or new)", _offsets_set)
+    set_.add_argument("group", metavar="GROUP")
+    set_.add_argument("offsets", nargs="+", metavar="TOPIC:PARTITION=OFFSET")
+
+
+def register_cluster_describe(actions: argparse._SubParsersAction) -> None:
+    """`cluster describe`: nodes and partition leaders as the cluster sees them (no --dir needed)."""
+    _action(actions, "describe", "nodes, liveness and partition leaders, from any node", _cluster_describe)

@@ -1,0 +1,220 @@
+"""`groupcoord groups|members|offsets|cluster describe` against a real 3-node cluster, as an operator runs them."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from concurrent.futures import Future
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from groupcoord.client.member import GroupMember
+from tests.cluster.test_cli_cluster import HOSTS, PARTITIONS, _free_on_every_host
+
+TOPICS = {"orders": 4}
+
+
+def _groupcoord(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    cmd = [sys.executable, "-m", "groupcoord", *args]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+
+
+class Loop:
+    """An event loop in a thread, so members heartbeat while the test blocks on the CLI."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+
+    def run(self, coro: Any, timeout: float = 30) -> Any:
+        future: Future = asyncio.run_coroutine_threadsafe(coro, self.loop)
+        return future.result(timeout)
+
+    def stop(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(5)
+
+
+@pytest.fixture(scope="module")
+def bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    cluster_dir: Path = tmp_path_factory.mktemp("admin") / "cluster"
+    base = _free_on_every_host(1)
+    raft_base = _free_on_every_host(PARTITIONS, avoid=range(base, base + 1))
+    up = _groupcoord(
+        "cluster", "up", "--dir", str(cluster_dir), "--nodes", "3", "--partitions", str(PARTITIONS),
+        "--base-port", str(base), "--raft-base-port", str(raft_base), "--timeout", "30",
+        "--", "--group-initial-rebalance-delay-ms=0",
+    )  # fmt: skip
+    try:
+        assert up.returncode == 0, up.stderr
+        yield ",".join(f"{h}:{base}" for h in HOSTS)
+    finally:
+        _groupcoord("cluster", "down", "--dir", str(cluster_dir))
+
+
+@pytest.fixture(scope="module")
+def loop() -> Iterator[Loop]:
+    running = Loop()
+    yield running
+    running.stop()
+
+
+def _admin(bootstrap: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return _groupcoord(*args, "--bootstrap", bootstrap)
+
+
+def _describe(bootstrap: str, group: str) -> dict:
+    result = _admin(bootstrap, "groups", "describe", group, "--json")
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)[0]
+
+
+def _wait_described(bootstrap: str, group: str, ok: Any, timeout: float = 15) -> dict:
+    deadline = time.monotonic() + timeout
+    while True:
+        described = _describe(bootstrap, group)
+        if ok(described):
+            return described
+        assert time.monotonic() < deadline, described
+        time.sleep(0.2)
+
+
+@pytest.fixture(scope="module")
+def static_group(bootstrap: str, loop: Loop) -> Iterator[str]:
+    """Group "static" with static members a and b, Stable."""
+    members = [
+        GroupMember(bootstrap.split(","), "static", TOPICS, client_id=f"worker-{i}", group_instance_id=i,
+                    session_timeout_ms=6_000, heartbeat_interval_ms=500)
+        for i in ("a", "b")
+    ]  # fmt: skip
+    for member in members:
+        loop.run(member.start())
+    _wait_described(bootstrap, "static", lambda d: d["state"] == "Stable" and len(d["members"]) == 2)
+    yield "static"
+    for member in members:
+        loop.run(member.close())
+
+
+def test_list_and_describe(bootstrap: str, static_group: str):
+    listed = _admin(bootstrap, "groups", "list", "--json")
+    assert listed.returncode == 0, listed.stderr
+    assert {"group_id": "static", "protocol_type": "consumer", "state": "Stable"} in json.loads(listed.stdout)
+
+    table = _admin(bootstrap, "groups", "list", "--state", "Stable")
+    assert table.returncode == 0, table.stderr
+    header, *rows = table.stdout.splitlines()
+    assert header.split() == ["GROUP", "STATE", "PROTOCOL-TYPE"]
+    assert ["static", "Stable", "consumer"] in [r.split() for r in rows]
+    assert header.index("STATE") == rows[0].index("Stable")  # aligned columns
+
+    described = _describe(bootstrap, static_group)
+    assert described["state"] == "Stable" and described["error"] == "NONE"
+    assert sorted(m["group_instance_id"] for m in described["members"]) == ["a", "b"]
+    owned = [tuple(p) for m in described["members"] for p in m["partitions"]]
+    assert sorted(owned) == [("orders", p) for p in range(4)]
+
+    human = _admin(bootstrap, "groups", "describe", static_group)
+    assert human.returncode == 0, human.stderr
+    assert "Stable" in human.stdout and "INSTANCE-ID" in human.stdout and "worker-a" in human.stdout
+
+
+def test_offsets_set_then_get_on_an_empty_group(bootstrap: str):
+    done = _admin(bootstrap, "offsets", "set", "fresh", "orders:0=42", "orders:3=7", "--json")
+    assert done.returncode == 0, done.stderr
+    assert {r["error"] for r in json.loads(done.stdout)} == {"NONE"}
+    got = _admin(bootstrap, "offsets", "get", "fresh", "--json")
+    assert got.returncode == 0, got.stderr
+    assert json.loads(got.stdout) == [
+        {"topic": "orders", "partition": 0, "offset": 42, "metadata": ""},
+        {"topic": "orders", "partition": 3, "offset": 7, "metadata": ""},
+    ]
+    assert _describe(bootstrap, "fresh")["state"] == "Empty"
+    deleted = _admin(bootstrap, "groups", "delete", "fresh")
+    assert deleted.returncode == 0 and "deleted" in deleted.stdout, deleted.stderr
+
+
+def test_offsets_set_on_a_live_group_names_each_failed_partition(bootstrap: str, static_group: str):
+    refused = _admin(bootstrap, "offsets", "set", static_group, "orders:1=5")
+    assert refused.returncode == 1
+    assert "orders:1" in refused.stderr and "NONE" not in refused.stderr
+
+
+def test_members_remove_then_add(bootstrap: str, static_group: str):
+    before = _describe(bootstrap, static_group)["generation_id"]
+    removed = _admin(bootstrap, "members", "remove", static_group, "a", "--reason", "test")
+    assert removed.returncode == 0, removed.stderr
+    assert "removed" in removed.stdout
+    # Immediate rebalance: nothing waits for a's session timeout (6 s); the generation moves at once.
+    _wait_described(bootstrap, static_group, lambda d: d["generation_id"] > before, timeout=4)
+    missing = _admin(bootstrap, "members", "remove", static_group, "nobody")
+    assert missing.returncode == 1 and f"{static_group}/nobody: UNKNOWN_MEMBER_ID" in missing.stderr
+
+    added = _admin(bootstrap, "members", "add", static_group, "x", "y", "z")
+    assert added.returncode == 0, added.stderr
+    assert sorted(_describe(bootstrap, static_group)["pending_instance_ids"]) == ["x", "y", "z"]
+    assert "pending instance ids: x, y, z" in _admin(bootstrap, "groups", "describe", static_group).stdout
+    again = _admin(bootstrap, "members", "add", static_group, "x", "--json")
+    assert again.returncode == 1 and "DUPLICATE_RESOURCE" in again.stderr
+    assert json.loads(again.stdout)[0]["error"] == "DUPLICATE_RESOURCE"
+
+
+def test_delete_reports_each_failed_group(bootstrap: str, static_group: str):
+    busy = _admin(bootstrap, "groups", "delete", static_group)
+    assert busy.returncode == 1
+    assert "NON_EMPTY_GROUP" in busy.stdout and f"{static_group}: NON_EMPTY_GROUP" in busy.stderr
+
+    missing = _admin(bootstrap, "groups", "delete", "no-such-group", "--json")
+    assert missing.returncode == 1
+    assert json.loads(missing.stdout) == [
+        {"group_id": "no-such-group", "error_code": 69, "error": "GROUP_ID_NOT_FOUND"}
+    ]
+    assert "GROUP_ID_NOT_FOUND" in missing.stderr
+
+    described = _admin(bootstrap, "groups", "describe", "no-such-group")
+    assert described.returncode == 1 and "GROUP_ID_NOT_FOUND" in described.stderr
+
+
+def test_cluster_describe(bootstrap: str):
+    shown = _admin(bootstrap, "cluster", "describe", "--json")
+    assert shown.returncode == 0, shown.stderr
+    described = json.loads(shown.stdout)
+    assert described["partition_count"] == PARTITIONS
+    assert [n["node_id"] for n in described["nodes"]] == [1, 2, 3]
+    assert {p["leader_node_id"] for p in described["partitions"]} <= {1, 2, 3}
+    human = _admin(bootstrap, "cluster", "describe")
+    assert human.returncode == 0 and "LEADER" in human.stdout
+
+
+def test_wrong_address_is_one_line_and_exit_3():
+    started = time.monotonic()
+    result = _groupcoord("groups", "list", "--bootstrap", "127.0.0.1:1")
+    assert result.returncode == 3
+    assert len(result.stderr.splitlines()) == 1 and "cannot reach the cluster" in result.stderr
+    assert "Traceback" not in result.stderr and time.monotonic() - started < 15
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("offsets", "set", "g", "orders-0=1"),
+        ("offsets", "set", "g", "orders:0=x"),
+        ("groups", "list", "--bootstrap", "nohostport"),
+    ],
+)
+def test_bad_argument_is_one_line_and_exit_2(args: tuple[str, ...]):
+    result = _groupcoord(*args)
+    assert result.returncode == 2
+    assert len(result.stderr.splitlines()) == 1 and "Traceback" not in result.stderr
+
+
+def test_unknown_flag_is_a_usage_error():
+    result = _groupcoord("groups", "describe", "--bogus", "g")
+    assert result.returncode == 2 and "Traceback" not in result.stderr
