@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from groupcoord.client.member import GroupMember
+from groupcoord.protocol.v1 import groupcoord_pb2 as pb
 from tests.cluster.test_three_nodes import Cluster, _node_index
 
 TOPICS = {"orders": 12, "payments": 4}
@@ -72,3 +73,47 @@ async def test_members_converge_and_survive_the_coordinators_death(cluster: Clus
     leaving = members.pop()
     await leaving.close()
     assert await _converged(members) > generation
+
+
+async def _rpc_to_coordinator(member: GroupMember, method: str, request):
+    address = await member._connections.coordinator(member.group_id)
+    return await getattr(member._connections.stub(address), method)(request, timeout=10)
+
+
+async def test_ten_members_then_pre_registration_costs_one_generation(cluster: Cluster):
+    members = [_member(cluster, f"s{i}", True) for i in range(5)] + [_member(cluster, f"d{i}", False) for i in range(5)]
+    newcomers = [_member(cluster, name, True) for name in ("x", "y", "z")]
+    try:
+        for member in members:
+            await member.start()
+        generation = await _converged(members)
+        added = await _rpc_to_coordinator(
+            members[0],
+            "AddMembersToGroup",
+            pb.AddMembersToGroupRequest(group_id="sdk-group", group_instance_ids=["x", "y", "z"]),
+        )
+        assert [r.error_code for r in added.results] == [0, 0, 0]
+        for member in newcomers:
+            await member.start()
+            await asyncio.sleep(0.3)  # staggered arrivals: the coordinator waits for all three
+        assert await _converged(members + newcomers) == generation + 1
+    finally:
+        await asyncio.gather(*(m.close() for m in members + newcomers), return_exceptions=True)
+
+
+async def test_removing_two_static_instances_rebalances_at_once(cluster: Cluster, members: list[GroupMember]):
+    for member in members:
+        await member.start()
+    generation = await _converged(members)
+    gone = members[:2]
+    for member in gone:
+        await member.close()  # static: no LeaveGroup, the group keeps their place until their sessions expire
+    request = pb.LeaveGroupRequest(group_id="sdk-group")
+    for member in gone:
+        request.members.add(group_instance_id=member.group_instance_id, reason="scale down")
+    start = asyncio.get_running_loop().time()
+    left = await _rpc_to_coordinator(members[2], "LeaveGroup", request)
+    assert [m.error_code for m in left.members] == [0, 0]
+    rest = members[2:]
+    assert await _converged(rest) > generation
+    assert asyncio.get_running_loop().time() - start < 6.0, "the removal waited for the session timeout"

@@ -26,18 +26,23 @@ SECRET = "cluster-test-secret"
 SESSION_MS = 6_000
 
 
-def _free_base(host: str, count: int) -> int:
+def _free_base(host: str, count: int, taken: set[int]) -> int:
+    """A base port with `count` free ports after it, none of them already handed out (`taken`)."""
     while True:
         with socket.socket() as s:
             s.bind((host, 0))
             base = s.getsockname()[1]
+        ports = set(range(base, base + count))
+        if ports & taken:
+            continue
         try:
-            for port in range(base, base + count):
+            for port in ports:
                 with socket.socket() as probe:
                     probe.bind((host, port))
-            return base
         except OSError:
             continue
+        taken.update(ports)
+        return base
 
 
 class Cluster:
@@ -45,8 +50,9 @@ class Cluster:
         self.tmp, self.flags = tmp, flags  # flags: extra node flags, e.g. --metrics-port=0
         self.size = size
         self.hosts = [f"127.0.0.{i + 1}" for i in range(size)]
-        self.ports = [_free_base(h, 1) for h in self.hosts]
-        self.raft_ports = [_free_base(h, PARTITIONS) for h in self.hosts]
+        taken: set[int] = set()
+        self.ports = [_free_base(h, 1, taken) for h in self.hosts]
+        self.raft_ports = [_free_base(h, PARTITIONS, taken) for h in self.hosts]
         self.peers = ",".join(
             f"{i + 1}={h}:{p}:{r}"
             for i, (h, p, r) in enumerate(zip(self.hosts, self.ports, self.raft_ports, strict=True))
