@@ -22,6 +22,10 @@ class CoordinatorUnavailable(Exception):
     """No node named a coordinator for the group before the deadline."""
 
 
+class InvalidGroupId(ValueError):
+    """The cluster refused the group id (INVALID_GROUP_ID): retrying cannot help."""
+
+
 @dataclass(slots=True)
 class Backoff:
     """Exponential backoff with full jitter: 50 ms, 100 ms, ... up to `max_s`."""
@@ -76,7 +80,7 @@ class Connections:
                     continue
                 entry = found.coordinators[0]
                 if entry.error_code == Errors.INVALID_GROUP_ID:
-                    raise ValueError(f"invalid group id {group_id!r}: {entry.error_message}")
+                    raise InvalidGroupId(f"invalid group id {group_id!r}: {entry.error_message}")
                 if entry.error_code == Errors.NONE:
                     address = f"{entry.host}:{entry.port}"
                     self._coordinators[group_id] = address

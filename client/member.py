@@ -25,7 +25,7 @@ from typing import Any
 import grpc
 
 from groupcoord.client.assignors import Assignor, get_assignor
-from groupcoord.client.discovery import Backoff, Connections
+from groupcoord.client.discovery import Backoff, Connections, CoordinatorUnavailable, InvalidGroupId
 from groupcoord.client.protocol import (
     PROTOCOL_TYPE,
     Assignment,
@@ -122,7 +122,7 @@ class GroupMember:
             with contextlib.suppress(Exception):
                 request = pb.LeaveGroupRequest(group_id=self.group_id)
                 request.members.add(member_id=self.member_id, reason="closed")
-                await self._call("LeaveGroup", request, attempts=3)
+                await self._call("LeaveGroup", request, attempts=3, lookup_timeout_s=2.0)
         await self._connections.close()
 
     # -- offsets --------------------------------------------------------------------------------------
@@ -159,7 +159,11 @@ class GroupMember:
             except _Moved:
                 self._connections.forget(self.group_id)
                 await backoff.wait()
-            except (MemberFailed, asyncio.CancelledError):
+            except MemberFailed:
+                # Another process may own these partitions now (e.g. fenced): stop believing we do.
+                await self._revoke()
+                raise
+            except asyncio.CancelledError:
                 raise
             except Exception:
                 log.exception("member.loop_failed", extra=fields(group=self.group_id, member=self.member_id))
@@ -168,6 +172,7 @@ class GroupMember:
     async def _join_and_sync(self) -> None:
         await self._revoke()
         self._stable.clear()
+        backoff = Backoff()
         while True:
             joined = await self._join()
             assignments: dict[str, bytes] = {}
@@ -186,6 +191,7 @@ class GroupMember:
             if synced.error_code in REJOIN:
                 if synced.error_code == Errors.UNKNOWN_MEMBER_ID:
                     self.member_id = ""
+                await backoff.wait()
                 continue
             self._check(synced.error_code, "SyncGroup")
             self.generation_id = joined.generation_id
@@ -214,6 +220,7 @@ class GroupMember:
         return {m.member_id: encode_assignment(assigned.get(m.member_id, Assignment(()))) for m in members}
 
     async def _join(self) -> pb.JoinGroupResponse:
+        backoff = Backoff()
         while True:
             metadata = encode_subscription(Subscription(self.topics, owned=self.assignment.partitions))
             request = pb.JoinGroupRequest(
@@ -231,10 +238,10 @@ class GroupMember:
             if joined.error_code == Errors.MEMBER_ID_REQUIRED:
                 self.member_id = joined.member_id
                 continue
-            if joined.error_code == Errors.UNKNOWN_MEMBER_ID:
-                self.member_id = ""
-                continue
-            if joined.error_code == Errors.REBALANCE_IN_PROGRESS:
+            if joined.error_code in (Errors.UNKNOWN_MEMBER_ID, Errors.REBALANCE_IN_PROGRESS):
+                if joined.error_code == Errors.UNKNOWN_MEMBER_ID:
+                    self.member_id = ""
+                await backoff.wait()
                 continue
             self._check(joined.error_code, "JoinGroup")
             self.member_id = joined.member_id
@@ -250,11 +257,17 @@ class GroupMember:
                 member_id=self.member_id,
                 group_instance_id=self.group_instance_id,
             )
+            session_left = session_s - (time.monotonic() - self._last_heartbeat_ok)
             try:
-                reply = await self._call("Heartbeat", request, attempts=1, timeout_s=self.heartbeat_interval_s + 1)
+                reply = await self._call(
+                    "Heartbeat",
+                    request,
+                    attempts=1,
+                    timeout_s=self.heartbeat_interval_s + 1,
+                    lookup_timeout_s=max(session_left, 0.05),
+                )
             except _Moved:
                 # Keep the assignment while the coordinator may still hold our session; never longer.
-                self._connections.forget(self.group_id)
                 if time.monotonic() - self._last_heartbeat_ok >= session_s:
                     log.warning("member.session_lost", extra=fields(group=self.group_id, member=self.member_id))
                     return
@@ -270,14 +283,29 @@ class GroupMember:
 
     # -- plumbing -------------------------------------------------------------------------------------
 
-    async def _call(self, method: str, request: Any, attempts: int = 0, timeout_s: float | None = None) -> Any:
+    async def _call(
+        self,
+        method: str,
+        request: Any,
+        attempts: int = 0,
+        timeout_s: float | None = None,
+        lookup_timeout_s: float = 30.0,
+    ) -> Any:
         """One RPC to the group's coordinator, retried across LOAD_IN_PROGRESS and moves (`attempts`=0: forever
-        until the member closes); raises `_Moved` when out of attempts."""
+        until the member closes); raises `_Moved` when out of attempts or when no node names a coordinator
+        within `lookup_timeout_s`."""
         backoff = Backoff()
         tries = 0
         while True:
             tries += 1
-            address = await self._connections.coordinator(self.group_id)
+            try:
+                address = await self._connections.coordinator(self.group_id, timeout_s=lookup_timeout_s)
+            except InvalidGroupId as exc:
+                raise MemberFailed(Errors.INVALID_GROUP_ID, str(exc)) from None
+            except CoordinatorUnavailable:
+                if attempts:
+                    raise _Moved() from None
+                continue
             try:
                 reply = await getattr(self._connections.stub(address), method)(
                     request, timeout=timeout_s or self._connections.request_timeout_s

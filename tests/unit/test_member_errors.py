@@ -287,11 +287,6 @@ async def test_load_in_progress_retries_same_node(fake: FakeCoordinator, make: A
     assert fake.count("JoinGroup") == (3 if method == "JoinGroup" else 1)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="client bug: _heartbeat_until_rejoin's `except _Moved` calls Connections.forget() for "
-    "COORDINATOR_LOAD_IN_PROGRESS too, so the next heartbeat sends a new FindCoordinator",
-)
 async def test_heartbeat_load_in_progress_retries_same_node(fake: FakeCoordinator, make: Any) -> None:
     fake.script("Heartbeat", Errors.COORDINATOR_LOAD_IN_PROGRESS)
     member, recorder = make(fake)
@@ -355,11 +350,6 @@ async def test_invalid_argument_status_is_fatal_invalid_request(fake: FakeCoordi
     await quiet_after_failure(fake)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="client bug: Connections.coordinator raises ValueError on FindCoordinator INVALID_GROUP_ID, which "
-    "GroupMember._run catches as a generic Exception and retries forever (with backoff) instead of failing",
-)
 async def test_find_coordinator_invalid_group_id_is_fatal(fake: FakeCoordinator, make: Any) -> None:
     fake.find_error = Errors.INVALID_GROUP_ID
     member, _ = make(fake)
@@ -367,11 +357,6 @@ async def test_find_coordinator_invalid_group_id_is_fatal(fake: FakeCoordinator,
     await failed_with(member, Errors.INVALID_GROUP_ID, timeout_s=1.5)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="client bug: a fatal error ends GroupMember._run without _revoke(), so a fenced member keeps "
-    "`assignment` (and gets no on_revoked) although another process now owns its instance id",
-)
 async def test_fenced_member_drops_its_assignment(fake: FakeCoordinator, make: Any) -> None:
     fake.script("Heartbeat", None, Errors.FENCED_INSTANCE_ID)
     member, recorder = make(fake, group_instance_id="i-1")
@@ -439,12 +424,6 @@ async def test_heartbeat_failures_for_a_session_timeout_revoke(fake: FakeCoordin
     assert member.assignment.partitions == ()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="client bug: with no node answering, the heartbeat's _call waits in Connections.coordinator() "
-    "(up to its 30 s deadline) and never reaches the session-timeout check, so the member keeps its "
-    "assignment for ~30 s instead of one session timeout",
-)
 async def test_unreachable_cluster_revokes_after_session_timeout(fake: FakeCoordinator, make: Any) -> None:
     # Static, so that close() sends no LeaveGroup to the unreachable cluster.
     member, recorder = make(fake, group_instance_id="i-1")
@@ -507,12 +486,6 @@ async def test_retries_back_off(fake: FakeCoordinator, make: Any, method: str, c
     assert n < 40 * window_s
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="client bug: GroupMember._join and _join_and_sync `continue` on REBALANCE_IN_PROGRESS / "
-    "UNKNOWN_MEMBER_ID / ILLEGAL_GENERATION without any backoff, so a coordinator repeating the code is "
-    "hammered at RPC speed",
-)
 @pytest.mark.parametrize(
     ("method", "code"),
     [
