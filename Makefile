@@ -9,7 +9,7 @@ NODES ?=
 PORT ?=
 CLUSTER_DIR ?= .groupcoord/cluster
 
-.PHONY: venv run stop test lint proto
+.PHONY: venv run cluster stop test lint proto
 
 venv: $(STAMP)
 
@@ -18,9 +18,13 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --disable-pip-version-check --quiet -e '.[dev]'
 	touch $(STAMP)
 
+# The demo: a local 3-node cluster, four workers, a coordinator killed with SIGKILL, no rebalance.
+run: $(STAMP)
+	exec $(BIN)/python examples/demo.py
+
 # A local cluster (3 nodes on 127.0.0.1-3) in the foreground; Ctrl-C or SIGTERM stops every node.
 # `exec` so that a signal make forwards reaches groupcoord itself, not an intermediate shell.
-run: $(STAMP)
+cluster: $(STAMP)
 	exec $(BIN)/groupcoord cluster up --dir $(CLUSTER_DIR) --foreground $(if $(NODES),--nodes $(NODES)) \
 		$(if $(PORT),--base-port $(PORT))
 
