@@ -58,9 +58,13 @@ class Cluster:
             for i, (h, p, r) in enumerate(zip(self.hosts, self.ports, self.raft_ports, strict=True))
         )
         self.nodes: list[NodeProcess | None] = [None] * size
-        for i in range(size):
-            self.start(i)
-        self.wait_serving()
+        try:
+            for i in range(size):
+                self.start(i)
+            self.wait_serving()
+        except BaseException:
+            self.stop_all()  # a cluster that never came up must not outlive the test
+            raise
 
     def address(self, i: int) -> str:
         return f"{self.hosts[i]}:{self.ports[i]}"
