@@ -16,7 +16,7 @@ import grpc
 from google.protobuf.message import DecodeError, Message
 from google.protobuf.message_factory import GetMessageClass
 
-from groupcoord.coordinator import Effects, GroupCoordinator, GroupStore
+from groupcoord.coordinator import Effects, GroupCoordinator
 from groupcoord.coordinator.admin import list_groups
 from groupcoord.node.cluster import NodeCluster
 from groupcoord.node.logs import fields
@@ -165,11 +165,15 @@ class GroupCoordinatorService:
 
     async def list_groups(self, request: pb.ListGroupsRequest, context: Context) -> Message:
         """Every node holds every partition's committed state, so any node lists all groups."""
-        stores = []
+        merged = pb.ListGroupsResponse(error_code=Errors.NONE)
         for host in self._cluster.hosts:
-            with host.replica.lock:
-                stores.append(GroupStore.restore(host.replica.store.snapshot()))
-        return list_groups(stores, request.states_filter)
+            with host.replica.lock:  # the tick thread applies under this lock
+                part = list_groups([host.replica.store], request.states_filter)
+            if part.error_code != Errors.NONE:
+                return part
+            merged.groups.extend(part.groups)
+        merged.groups.sort(key=lambda g: g.group_id)
+        return merged
 
     async def find_coordinator(self, request: pb.FindCoordinatorRequest, context: Context) -> Message:
         response = pb.FindCoordinatorResponse()
