@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import json
+import subprocess
+import sys
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
 
 from groupcoord.client.member import GroupMember
-from groupcoord.protocol.v1 import groupcoord_pb2 as pb
 from tests.cluster.test_three_nodes import Cluster, _node_index
 
 TOPICS = {"orders": 12, "payments": 4}
@@ -75,11 +77,6 @@ async def test_members_converge_and_survive_the_coordinators_death(cluster: Clus
     assert await _converged(members) > generation
 
 
-async def _rpc_to_coordinator(member: GroupMember, method: str, request):
-    address = await member._connections.coordinator(member.group_id)
-    return await getattr(member._connections.stub(address), method)(request, timeout=10)
-
-
 async def test_ten_members_then_pre_registration_costs_one_generation(cluster: Cluster):
     members = [_member(cluster, f"s{i}", True) for i in range(5)] + [_member(cluster, f"d{i}", False) for i in range(5)]
     newcomers = [_member(cluster, name, True) for name in ("x", "y", "z")]
@@ -87,12 +84,12 @@ async def test_ten_members_then_pre_registration_costs_one_generation(cluster: C
         for member in members:
             await member.start()
         generation = await _converged(members)
-        added = await _rpc_to_coordinator(
-            members[0],
-            "AddMembersToGroup",
-            pb.AddMembersToGroupRequest(group_id="sdk-group", group_instance_ids=["x", "y", "z"]),
-        )
-        assert [r.error_code for r in added.results] == [0, 0, 0]
+        bootstrap = ",".join(cluster.address(i) for i in range(3))
+        cmd = [sys.executable, "-m", "groupcoord", "members", "add", "sdk-group", "x", "y", "z",
+               "--bootstrap", bootstrap, "--json"]  # fmt: skip
+        done = await asyncio.to_thread(subprocess.run, cmd, capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        assert [item["error_code"] for item in json.loads(done.stdout)] == [0, 0, 0]
         for member in newcomers:
             await member.start()
             await asyncio.sleep(0.3)  # staggered arrivals: the coordinator waits for all three
@@ -108,12 +105,13 @@ async def test_removing_two_static_instances_rebalances_at_once(cluster: Cluster
     gone = members[:2]
     for member in gone:
         await member.close()  # static: no LeaveGroup, the group keeps their place until their sessions expire
-    request = pb.LeaveGroupRequest(group_id="sdk-group")
-    for member in gone:
-        request.members.add(group_instance_id=member.group_instance_id, reason="scale down")
+    bootstrap = ",".join(cluster.address(i) for i in range(3))
+    cmd = [sys.executable, "-m", "groupcoord", "members", "remove", "sdk-group", "static-0", "static-1",
+           "--reason", "scale down", "--bootstrap", bootstrap, "--json"]  # fmt: skip
     start = asyncio.get_running_loop().time()
-    left = await _rpc_to_coordinator(members[2], "LeaveGroup", request)
-    assert [m.error_code for m in left.members] == [0, 0]
+    done = await asyncio.to_thread(subprocess.run, cmd, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert [item["error_code"] for item in json.loads(done.stdout)] == [0, 0]
     rest = members[2:]
     assert await _converged(rest) > generation
     assert asyncio.get_running_loop().time() - start < 6.0, "the removal waited for the session timeout"
