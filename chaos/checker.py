@@ -24,6 +24,7 @@ MEMBER_ID_REUSED = "member_id_reused"
 NOT_CONVERGED = "not_converged"
 SLOW_CONVERGENCE = "slow_convergence"
 NODE_CRASHED = "node_crashed"
+WORKER_CRASHED = "worker_crashed"
 PENDING_GROWTH = "pending_growth"
 HISTORY_CORRUPT = "history_corrupt"
 VACUOUS = "vacuous"
@@ -37,6 +38,7 @@ KINDS = (
     NOT_CONVERGED,
     SLOW_CONVERGENCE,
     NODE_CRASHED,
+    WORKER_CRASHED,
     PENDING_GROWTH,
     HISTORY_CORRUPT,
     INCOMPLETE_RUN,
@@ -331,6 +333,7 @@ class _Checker:
         self.stats["convergence_s"] = None
         self.stats["convergence_by_group"] = {}
         quiesce = next((e for e in reversed(self.history.harness) if e["ev"] == "quiesce"), None)
+        self.after_faults(quiesce["t"] if quiesce else self.end)
         if quiesce is None:
             self.flag(INCOMPLETE_RUN, "", self.end, "no quiesce event: convergence after the faults was not measured")
             return
@@ -396,6 +399,28 @@ class _Checker:
                 f"(slowest: group {slowest}, {by_group[slowest]:.3f}s)",
             )
 
+    def after_faults(self, quiesce_t: float) -> None:
+        """Liveness after every earlier fault too: the harness waits for convergence after each one."""
+        waits = [e for e in self.history.harness if e["ev"] in ("converged", "not_converged") and e["t"] < quiesce_t]
+        seconds = sorted(e["seconds"] for e in waits if e["ev"] == "converged" and "seconds" in e)
+        since = sorted(e["since_fault_s"] for e in waits if e["ev"] == "converged" and e.get("since_fault_s"))
+        self.stats["convergence_after_faults"] = {
+            "count": len(seconds),
+            "median_s": seconds[len(seconds) // 2] if seconds else None,
+            "max_s": seconds[-1] if seconds else None,
+            "since_injection_median_s": since[len(since) // 2] if since else None,
+            "since_injection_max_s": since[-1] if since else None,
+        }
+        for e in (e for e in waits if e["ev"] == "not_converged"):
+            groups = sorted(e.get("groups", {}))
+            self.flag(
+                NOT_CONVERGED,
+                "" if len(groups) != 1 else groups[0],
+                e["t"],
+                f"after the {e.get('fault', '?')} fault, groups {', '.join(groups)} did not converge "
+                f"by {self.at(e['t'])}",
+            )
+
     def live_members(self, group: str, t: float) -> list[str]:
         """The members the group must hold at `t`: its live workers' ids (a placeholder if never assigned)."""
         members = []
@@ -421,6 +446,14 @@ class _Checker:
                 e["t"],
                 f"node {e.get('node', '?')} (pid {e.get('pid', '?')}) exited with code {e.get('returncode', '?')} "
                 f"at {self.at(e['t'])} although nobody stopped it",
+            )
+        for e in (e for e in self.history.harness if e["ev"] == "worker_exit" and e.get("expected") is False):
+            self.flag(
+                WORKER_CRASHED,
+                "",
+                e["t"],
+                f"worker {e.get('worker', '?')} incarnation {e.get('incarnation', '?')} exited with code "
+                f"{e.get('returncode', '?')} at {self.at(e['t'])} although nobody stopped it",
             )
         bound = self.run.get("pending_bound")
         for o in self.observes:

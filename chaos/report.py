@@ -53,6 +53,21 @@ def _stat_rows(result: Result) -> list[tuple[str, str]]:
         ("observations", f"{stats.get('observations', 0)} (max pending {stats.get('max_pending', 0)})"),
         ("convergence", f"{convergence} (bound {_seconds(bound)})"),
     ]
+    after = stats.get("convergence_after_faults", {})
+    if after.get("count"):
+        rows.append(
+            (
+                "after each fault",
+                f"{after['count']} waits, median {_seconds(after['median_s'])}, max {_seconds(after['max_s'])}",
+            )
+        )
+        rows.append(
+            (
+                "  since the fault struck",
+                f"median {_seconds(after.get('since_injection_median_s'))}, "
+                f"max {_seconds(after.get('since_injection_max_s'))}",
+            )
+        )
     rows += [(f"  group {g}", _seconds(s)) for g, s in stats.get("convergence_by_group", {}).items()]
     rows += [(f"max generation {g}", str(n)) for g, n in stats.get("max_generation_by_group", {}).items()]
     rows.append(("faults", f"{sum(faults.values())} ({stats.get('node_faults', 0)} on nodes)"))

@@ -9,7 +9,8 @@ Error policy:
 * FENCED_INSTANCE_ID, INCONSISTENT_GROUP_PROTOCOL and request errors → fatal: the member stops and
   `wait_failed()` raises.
 Ownership: partitions are revoked (`on_revoked`) before every rejoin, and the member stops believing it
-owns its assignment once a session timeout has passed without a successful heartbeat.
+owns its assignment once a session timeout has passed without a successful heartbeat: no wait of the
+heartbeat loop outlasts that deadline. `revoke_reason` says why the last revocation happened.
 A static member (group_instance_id) never sends LeaveGroup on close; a dynamic one does.
 """
 
@@ -45,6 +46,8 @@ Callback = Callable[[Assignment], Awaitable[None] | None]
 REDISCOVER = (Errors.COORDINATOR_NOT_AVAILABLE, Errors.NOT_COORDINATOR)
 REJOIN = (Errors.REBALANCE_IN_PROGRESS, Errors.ILLEGAL_GENERATION, Errors.UNKNOWN_MEMBER_ID)
 JoinReason = pb.JoinGroupRequest.JoinReason
+# Why an assignment was revoked (`GroupMember.revoke_reason`, set before `on_revoked` runs).
+REVOKE_REJOIN, REVOKE_SESSION_LOST, REVOKE_FATAL, REVOKE_CLOSED = "rejoin", "session_lost", "fatal", "closed"
 
 
 class MemberFailed(Exception):
@@ -92,7 +95,8 @@ class GroupMember:
         self._connections = Connections(bootstrap)
         self._task: asyncio.Task[None] | None = None
         self._closing = False
-        self._last_heartbeat_ok = 0.0
+        self.last_heartbeat_ok = 0.0  # time.monotonic() of the last successful heartbeat (or SyncGroup)
+        self.revoke_reason = ""
         self._stable = asyncio.Event()
 
     # -- lifecycle ------------------------------------------------------------------------------------
@@ -116,7 +120,7 @@ class GroupMember:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError, MemberFailed):
                 await self._task
-        await self._revoke()
+        await self._revoke(REVOKE_CLOSED)
         if not self.group_instance_id and self.member_id:
             # Dynamic members leave so the group rebalances at once; static ones keep their place.
             with contextlib.suppress(Exception):
@@ -151,17 +155,18 @@ class GroupMember:
 
     async def _run(self) -> None:
         backoff = Backoff()
+        reason = REVOKE_REJOIN
         while not self._closing:
             try:
-                await self._join_and_sync()
+                await self._join_and_sync(reason)
                 backoff.reset()
-                await self._heartbeat_until_rejoin()
+                reason = await self._heartbeat_until_rejoin()
             except _Moved:
                 self._connections.forget(self.group_id)
                 await backoff.wait()
             except MemberFailed:
                 # Another process may own these partitions now (e.g. fenced): stop believing we do.
-                await self._revoke()
+                await self._revoke(REVOKE_FATAL)
                 raise
             except asyncio.CancelledError:
                 raise
@@ -169,8 +174,8 @@ class GroupMember:
                 log.exception("member.loop_failed", extra=fields(group=self.group_id, member=self.member_id))
                 await backoff.wait()
 
-    async def _join_and_sync(self) -> None:
-        await self._revoke()
+    async def _join_and_sync(self, reason: str) -> None:
+        await self._revoke(reason)
         self._stable.clear()
         backoff = Backoff()
         while True:
@@ -196,7 +201,7 @@ class GroupMember:
             self._check(synced.error_code, "SyncGroup")
             self.generation_id = joined.generation_id
             self.assignment = decode_assignment(synced.assignment) if synced.assignment else Assignment(())
-            self._last_heartbeat_ok = time.monotonic()
+            self.last_heartbeat_ok = time.monotonic()
             self._stable.set()
             log.info(
                 "member.assigned",
@@ -247,39 +252,44 @@ class GroupMember:
             self.member_id = joined.member_id
             return joined
 
-    async def _heartbeat_until_rejoin(self) -> None:
+    async def _heartbeat_until_rejoin(self) -> str:
+        """Heartbeats until the group needs a rejoin; returns why the assignment must be revoked.
+
+        The assignment is kept while the coordinator may still hold our session, never longer: every sleep and
+        every call is cut at the session deadline, so a coordinator that hangs cannot stretch our ownership."""
         session_s = self.session_timeout_ms / 1000
         while not self._closing:
-            await asyncio.sleep(self.heartbeat_interval_s)
+            session_left = session_s - (time.monotonic() - self.last_heartbeat_ok)
+            await asyncio.sleep(max(min(self.heartbeat_interval_s, session_left), 0))
+            session_left = session_s - (time.monotonic() - self.last_heartbeat_ok)
+            if session_left <= 0:
+                log.warning("member.session_lost", extra=fields(group=self.group_id, member=self.member_id))
+                return REVOKE_SESSION_LOST
             request = pb.HeartbeatRequest(
                 group_id=self.group_id,
                 generation_id=self.generation_id,
                 member_id=self.member_id,
                 group_instance_id=self.group_instance_id,
             )
-            session_left = session_s - (time.monotonic() - self._last_heartbeat_ok)
             try:
                 reply = await self._call(
                     "Heartbeat",
                     request,
                     attempts=1,
-                    timeout_s=self.heartbeat_interval_s + 1,
-                    lookup_timeout_s=max(session_left, 0.05),
+                    timeout_s=min(self.heartbeat_interval_s + 1, session_left),
+                    lookup_timeout_s=session_left,
                 )
             except _Moved:
-                # Keep the assignment while the coordinator may still hold our session; never longer.
-                if time.monotonic() - self._last_heartbeat_ok >= session_s:
-                    log.warning("member.session_lost", extra=fields(group=self.group_id, member=self.member_id))
-                    return
                 continue
             if reply.error_code == Errors.NONE:
-                self._last_heartbeat_ok = time.monotonic()
+                self.last_heartbeat_ok = time.monotonic()
                 continue
             if reply.error_code in REJOIN:
                 if reply.error_code == Errors.UNKNOWN_MEMBER_ID:
                     self.member_id = ""
-                return
+                return REVOKE_REJOIN
             self._check(reply.error_code, "Heartbeat")
+        return REVOKE_CLOSED
 
     # -- plumbing -------------------------------------------------------------------------------------
 
@@ -328,8 +338,9 @@ class GroupMember:
         if code != Errors.NONE:
             raise MemberFailed(code, where)
 
-    async def _revoke(self) -> None:
+    async def _revoke(self, reason: str) -> None:
         if self.assignment.partitions:
+            self.revoke_reason = reason
             lost, self.assignment = self.assignment, Assignment(())
             await self._notify(self.on_revoked, lost)
 

@@ -1,4 +1,5 @@
-"""The `groupcoord` command line: one subcommand per job (`node`, `cluster`, `groups`, `members`, `offsets`).
+"""The `groupcoord` command line: one subcommand per job (`node`, `cluster`, `groups`, `members`, `offsets`,
+`chaos`).
 
 Handlers import what they run lazily, so `--help` and a mistyped flag answer without loading grpc.
 """
@@ -14,6 +15,7 @@ from importlib.metadata import version
 from pathlib import Path
 
 from groupcoord import admin_cli
+from groupcoord.chaos import cli as chaos_cli
 from groupcoord.errors import UserError
 from groupcoord.node import config as node_config
 
@@ -123,6 +125,7 @@ def build_parser() -> argparse.ArgumentParser:
     node.set_defaults(handler=_run_node)
     _add_cluster(commands)
     admin_cli.register(commands)
+    chaos_cli.register(commands)
     return parser
 
 

@@ -22,6 +22,7 @@ from groupcoord.chaos.checker import (
     PENDING_GROWTH,
     SLOW_CONVERGENCE,
     VACUOUS,
+    WORKER_CRASHED,
     Result,
     Violation,
     check,
@@ -113,7 +114,7 @@ def test_a_silently_dead_worker_owns_until_the_end_of_the_run() -> None:
     assert {v.group for v in result.violations} == {"g1"}
 
 
-def test_the_harness_seeing_a_worker_exit_ends_its_ownership() -> None:
+def test_a_worker_exit_nobody_caused_ends_its_ownership_and_is_a_crash() -> None:
     b = clean_run()
     for e in b.history.harness:
         if e["ev"] == "worker_killed":
@@ -121,8 +122,20 @@ def test_the_harness_seeing_a_worker_exit_ends_its_ownership() -> None:
 
     result = check(b.history)
 
-    assert result.violations == []
+    [violation] = only(result, WORKER_CRASHED)
+    assert "exited with code -9" in violation.message
     assert result.stats["worker_exits_unexpected"] == 1
+
+
+def test_a_group_that_does_not_settle_after_an_earlier_fault_is_reported() -> None:
+    b = clean_run()
+    quiesce = next(e for e in b.history.harness if e["ev"] == "quiesce")
+    b.history.harness.append({"ev": "not_converged", "t": quiesce["t"] - 1, "fault": "pause", "groups": {"g1": None}})
+    b.history.harness.sort(key=lambda e: e["t"])
+
+    [violation] = only(check(b.history), NOT_CONVERGED)
+
+    assert violation.group == "g1" and "after the pause fault" in violation.message
 
 
 def test_a_fetch_below_an_acknowledged_commit_is_a_lost_commit() -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -16,6 +15,7 @@ import grpc
 import pytest
 from grpc_health.v1 import health_pb2
 
+from groupcoord.chaos.cluster import free_base
 from groupcoord.protocol.errors import Errors
 from groupcoord.protocol.v1 import groupcoord_pb2 as pb
 from groupcoord.protocol.v1 import groupcoord_pb2_grpc as pb_grpc
@@ -26,33 +26,14 @@ SECRET = "cluster-test-secret"
 SESSION_MS = 6_000
 
 
-def _free_base(host: str, count: int, taken: set[int]) -> int:
-    """A base port with `count` free ports after it, none of them already handed out (`taken`)."""
-    while True:
-        with socket.socket() as s:
-            s.bind((host, 0))
-            base = s.getsockname()[1]
-        ports = set(range(base, base + count))
-        if ports & taken:
-            continue
-        try:
-            for port in ports:
-                with socket.socket() as probe:
-                    probe.bind((host, port))
-        except OSError:
-            continue
-        taken.update(ports)
-        return base
-
-
 class Cluster:
     def __init__(self, tmp: Path, *flags: str, size: int = 3) -> None:
         self.tmp, self.flags = tmp, flags  # flags: extra node flags, e.g. --metrics-port=0
         self.size = size
         self.hosts = [f"127.0.0.{i + 1}" for i in range(size)]
         taken: set[int] = set()
-        self.ports = [_free_base(h, 1, taken) for h in self.hosts]
-        self.raft_ports = [_free_base(h, PARTITIONS, taken) for h in self.hosts]
+        self.ports = [free_base(h, 1, taken) for h in self.hosts]
+        self.raft_ports = [free_base(h, PARTITIONS, taken) for h in self.hosts]
         self.peers = ",".join(
             f"{i + 1}={h}:{p}:{r}"
             for i, (h, p, r) in enumerate(zip(self.hosts, self.ports, self.raft_ports, strict=True))

@@ -424,6 +424,27 @@ async def test_heartbeat_failures_for_a_session_timeout_revoke(fake: FakeCoordin
     assert member.assignment.partitions == ()
 
 
+async def test_a_hanging_coordinator_cannot_stretch_ownership_past_the_session(
+    fake: FakeCoordinator, make: Any
+) -> None:
+    """A heartbeat that never returns is cut at the session deadline, not at its own (longer) RPC timeout."""
+    revoked_at: list[float] = []
+    member, _ = make(fake, heartbeat_interval_ms=400, group_instance_id="i-1")
+    member.on_revoked = lambda assignment: revoked_at.append(time.monotonic())
+    await started(member)
+    await member.wait_stable(5)
+
+    async def hang(request: Any, context: Any) -> Any:
+        await asyncio.sleep(30)
+
+    fake.always["Heartbeat"] = hang
+    fake.always["JoinGroup"] = hang
+    await until(lambda: revoked_at, timeout_s=SESSION_MS / 1000 + 2)
+    deadline = member.last_heartbeat_ok + SESSION_MS / 1000
+    assert member.revoke_reason == "session_lost"
+    assert deadline <= revoked_at[0] < deadline + 0.25, revoked_at[0] - deadline
+
+
 async def test_unreachable_cluster_revokes_after_session_timeout(fake: FakeCoordinator, make: Any) -> None:
     # Static, so that close() sends no LeaveGroup to the unreachable cluster.
     member, recorder = make(fake, group_instance_id="i-1")

@@ -1,0 +1,259 @@
+"""The chaos run's own cluster: node processes it starts, signals and restarts, and the gRPC it uses to watch.
+
+Every node process is tracked with the reason it may exit: an exit nobody asked for is recorded as
+`node_exit` with expected=false, which the checker reports as a crash.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from groupcoord.chaos.history import Recorder
+from groupcoord.chaos.network import Loopback, Namespaces
+from groupcoord.protocol.errors import Errors
+from groupcoord.protocol.v1 import groupcoord_pb2 as pb
+from groupcoord.protocol.v1 import groupcoord_pb2_grpc as pb_grpc
+
+NETNS_PORT, NETNS_RAFT_PORT = 50051, 60051
+RPC_TIMEOUT_S = 1.0
+CHANNEL_OPTIONS = (("grpc.enable_http_proxy", 0),)
+SECRET_ENV = "GROUPCOORD_CLUSTER_SECRET"
+
+
+@dataclass
+class NodeProc:
+    node_id: int
+    host: str
+    port: int
+    raft_port: int
+    proc: subprocess.Popen[bytes] | None = None
+    expect_exit: bool = False
+    paused: bool = False
+    reported: bool = False
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+
+def free_base(host: str, count: int, taken: set[int]) -> int:
+    """A base port with `count` free ports on `host` after it, none already handed out."""
+    while True:
+        with socket.socket() as s:
+            s.bind((host, 0))
+            base = s.getsockname()[1]
+        ports = set(range(base, base + count))
+        if ports & taken or base + count > 65_535:
+            continue
+        try:
+            for port in ports:
+                with socket.socket() as probe:
+                    probe.bind((host, port))
+        except OSError:
+            continue
+        taken.update(ports)
+        return base
+
+
+class ChaosCluster:
+    def __init__(
+        self,
+        network: Loopback | Namespaces,
+        size: int,
+        partitions: int,
+        run_dir: Path,
+        history: Recorder,
+        secret: str,
+        node_flags: list[str],
+    ) -> None:
+        self.network, self.size, self.partitions = network, size, partitions
+        self.run_dir, self.history, self.secret, self.node_flags = run_dir, history, secret, node_flags
+        self.nodes: dict[int, NodeProc] = {}
+        taken: set[int] = set()
+        for node_id in range(1, size + 1):
+            host = network.host(node_id)
+            if isinstance(network, Namespaces):
+                port, raft_port = NETNS_PORT, NETNS_RAFT_PORT
+            else:
+                port, raft_port = free_base(host, 1, taken), free_base(host, partitions, taken)
+            self.nodes[node_id] = NodeProc(node_id, host, port, raft_port)
+        self.peers = ",".join(f"{n.node_id}={n.host}:{n.port}:{n.raft_port}" for n in self.nodes.values())
+        self._channels: dict[str, grpc.Channel] = {}
+        self._lock = threading.Lock()
+
+    # -- processes ------------------------------------------------------------------------------------
+
+    def start(self, node_id: int) -> None:
+        node = self.nodes[node_id]
+        data_dir = self.run_dir / f"node{node_id}"
+        data_dir.mkdir(parents=True, exist_ok=True)
+        cmd = [
+            *self.network.wrap(node_id), sys.executable, "-m", "groupcoord", "node",
+            f"--node-id={node_id}", f"--host={node.host}", f"--port={node.port}", f"--peers={self.peers}",
+            f"--partitions={self.partitions}", f"--data-dir={data_dir / 'data'}", "--log-format=json",
+            *self.node_flags,
+        ]  # fmt: skip
+        with (data_dir / "node.log").open("ab") as log:
+            proc = subprocess.Popen(
+                cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                env={**os.environ, SECRET_ENV: self.secret}, start_new_session=True,
+            )  # fmt: skip
+        with self._lock:
+            node.proc, node.expect_exit, node.paused, node.reported = proc, False, False, False
+        self.history.write("node_started", node=node_id, pid=proc.pid)
+
+    def signal(self, node_id: int, sig: signal.Signals) -> None:
+        """Sends `sig` to a node this run started; SIGKILL and SIGTERM mark its exit as expected."""
+        node = self.nodes[node_id]
+        if not node.alive():
+            return
+        assert node.proc is not None
+        with self._lock:
+            if sig in (signal.SIGKILL, signal.SIGTERM):
+                node.expect_exit = True
+            node.paused = sig == signal.SIGSTOP
+        os.kill(node.proc.pid, sig)
+        self.history.write("node_stopped" if node.expect_exit else "node_signal", node=node_id, pid=node.proc.pid,
+                           signal=sig.name)  # fmt: skip
+        if sig == signal.SIGSTOP:
+            return
+        if node.expect_exit:
+            if sig == signal.SIGTERM:
+                os.kill(node.proc.pid, signal.SIGCONT)
+            self.wait_exit(node_id, 15.0)
+
+    def wait_exit(self, node_id: int, timeout_s: float) -> None:
+        node = self.nodes[node_id]
+        assert node.proc is not None
+        try:
+            node.proc.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            os.kill(node.proc.pid, signal.SIGKILL)
+            node.proc.wait()
+        self.check_exits()
+
+    def check_exits(self) -> None:
+        """Records each node exit once, saying whether the run caused it."""
+        with self._lock:
+            for node in self.nodes.values():
+                if node.proc is None or node.reported or node.proc.poll() is None:
+                    continue
+                node.reported = True
+                self.history.write("node_exit", node=node.node_id, pid=node.proc.pid,
+                                   returncode=node.proc.returncode, expected=node.expect_exit)  # fmt: skip
+
+    def stop_all(self) -> None:
+        for node_id, node in self.nodes.items():
+            if node.alive():
+                self.signal(node_id, signal.SIGTERM)
+        for channel in self._channels.values():
+            channel.close()
+        self._channels.clear()
+
+    # -- watching -------------------------------------------------------------------------------------
+
+    def _stub(self, address: str) -> pb_grpc.GroupCoordinatorStub:
+        with self._lock:
+            channel = self._channels.get(address)
+            if channel is None:
+                channel = self._channels[address] = grpc.insecure_channel(address, options=CHANNEL_OPTIONS)
+        return pb_grpc.GroupCoordinatorStub(channel)
+
+    def _reachable(self) -> list[NodeProc]:
+        return [n for n in self.nodes.values() if n.alive() and not n.paused]
+
+    def serving(self, node_id: int) -> bool:
+        node = self.nodes[node_id]
+        try:
+            with grpc.insecure_channel(node.address, options=CHANNEL_OPTIONS) as channel:
+                reply = health_pb2_grpc.HealthStub(channel).Check(
+                    health_pb2.HealthCheckRequest(), timeout=RPC_TIMEOUT_S
+                )
+        except grpc.RpcError:
+            return False
+        return reply.status == health_pb2.HealthCheckResponse.SERVING
+
+    def leaders(self, node_id: int) -> list[int] | None:
+        try:
+            reply = self._stub(self.nodes[node_id].address).DescribeCluster(
+                pb.DescribeClusterRequest(), timeout=RPC_TIMEOUT_S
+            )
+        except grpc.RpcError:
+            return None
+        return [p.leader_node_id for p in reply.partitions]
+
+    def healthy(self) -> bool:
+        """Every node up and serving, and every node agrees each partition has a live leader."""
+        if any(not n.alive() or n.paused for n in self.nodes.values()):
+            return False
+        views = []
+        for node_id in self.nodes:
+            leaders = self.leaders(node_id) if self.serving(node_id) else None
+            if leaders is None or any(leader < 1 for leader in leaders):
+                return False
+            views.append(leaders)
+        return all(view == views[0] for view in views)
+
+    def wait_healthy(self, timeout_s: float) -> float | None:
+        """Seconds until healthy, or None when it did not get there in time."""
+        start = time.monotonic()
+        while time.monotonic() - start < timeout_s:
+            self.check_exits()
+            if self.healthy():
+                return time.monotonic() - start
+            time.sleep(0.1)
+        return None
+
+    def coordinator(self, group: str) -> int | None:
+        for node in self._reachable():
+            try:
+                reply = self._stub(node.address).FindCoordinator(
+                    pb.FindCoordinatorRequest(group_ids=[group]), timeout=RPC_TIMEOUT_S
+                )
+            except grpc.RpcError:
+                continue
+            found = reply.coordinators[0]
+            if found.error_code == Errors.NONE:
+                return found.node_id
+        return None
+
+    def describe(self, group: str) -> tuple[int, pb.DescribeGroupsResponse.Group] | None:
+        node_id = self.coordinator(group)
+        if node_id is None or not self.nodes[node_id].alive() or self.nodes[node_id].paused:
+            return None
+        try:
+            reply = self._stub(self.nodes[node_id].address).DescribeGroups(
+                pb.DescribeGroupsRequest(group_ids=[group]), timeout=RPC_TIMEOUT_S
+            )
+        except grpc.RpcError:
+            return None
+        described = reply.groups[0]
+        return (node_id, described) if described.error_code == Errors.NONE else None
+
+    def offsets(self, group: str) -> dict[str, int] | None:
+        node_id = self.coordinator(group)
+        if node_id is None:
+            return None
+        try:
+            reply = self._stub(self.nodes[node_id].address).OffsetFetch(
+                pb.OffsetFetchRequest(group_id=group), timeout=RPC_TIMEOUT_S
+            )
+        except grpc.RpcError:
+            return None
+        if reply.error_code != Errors.NONE:
+            return None
+        return {f"{t.name}-{p.partition_index}": p.committed_offset for t in reply.topics for p in t.partitions}

@@ -1,0 +1,165 @@
+"""The faults a chaos run injects. Each one is timed against the cluster's real state (the coordinator of a
+group, the phase its rebalance is in) and written to the history before and after it acts."""
+
+from __future__ import annotations
+
+import random
+import signal
+import time
+from collections.abc import Callable
+
+from groupcoord.chaos.cluster import ChaosCluster
+from groupcoord.chaos.history import Recorder
+from groupcoord.chaos.workers import Fleet, WorkerPlan
+
+PREPARING, COMPLETING = "PreparingRebalance", "CompletingRebalance"
+PHASE_WAIT_S = 6.0
+PHASE_POLL_S = 0.01
+
+# One cycle of the scripted schedule: every kind early, so that a short run covers them all.
+ROTATION = (
+    "kill_join", "kill_sync", "pause", "partition", "kill_worker", "restart_node",
+    "kill_join", "kill_sync", "pause", "restart_cluster", "kill_worker", "kill_sync",
+    "partition", "kill_join", "pause", "restart_node",
+)  # fmt: skip
+NODE_FAULTS = frozenset(ROTATION) - {"kill_worker"}
+
+
+class Faults:
+    def __init__(self, cluster: ChaosCluster, fleet: Fleet, history: Recorder, rng: random.Random) -> None:
+        self.cluster, self.fleet, self.history, self.rng = cluster, fleet, history, rng
+        self.groups = sorted({plan.group for plan in fleet.plans})
+        self.slow_groups = sorted({plan.group for plan in fleet.plans if plan.assign_delay_ms})
+        self.injected_at = 0.0  # when the last fault started acting
+
+    def _fault(self, kind: str, **data: object) -> None:
+        t = self.history.write("fault", kind=kind, **data)
+        if kind not in ("resume_node", "heal_partition", "restart_worker"):
+            self.injected_at = t
+
+    def run(self, kind: str) -> None:
+        actions: dict[str, Callable[[], None]] = {
+            "kill_join": lambda: self.kill_in_phase(PREPARING),
+            "kill_sync": lambda: self.kill_in_phase(COMPLETING),
+            "pause": self.pause,
+            "partition": self.partition,
+            "kill_worker": self.kill_worker,
+            "restart_node": self.restart_node,
+            "restart_cluster": self.restart_cluster,
+        }
+        actions[kind]()
+
+    # -- helpers --------------------------------------------------------------------------------------
+
+    def _dynamic(self, group: str) -> WorkerPlan | None:
+        plans = [p for p in self.fleet.plans if p.group == group and not p.static]
+        return self.rng.choice(plans) if plans else None
+
+    def _coordinator(self, group: str) -> int:
+        node_id = self.cluster.coordinator(group)
+        return node_id if node_id is not None else self.rng.randint(1, self.cluster.size)
+
+    def _wait_phase(self, group: str, phase: str) -> str:
+        """Polls the group's coordinator until the group is in `phase`; returns the state last seen."""
+        seen = "unknown"
+        deadline = time.monotonic() + PHASE_WAIT_S
+        while time.monotonic() < deadline:
+            described = self.cluster.describe(group)
+            if described is not None:
+                seen = described[1].group_state
+                if seen == phase:
+                    break
+            time.sleep(PHASE_POLL_S)
+        return seen
+
+    # -- node faults ----------------------------------------------------------------------------------
+
+    def kill_in_phase(self, phase: str) -> None:
+        """kill -9 of a group's coordinator while its rebalance is in `phase`: a dynamic member leaves (the
+        group goes to PreparingRebalance) and comes back; the slow-assigning groups stay in
+        CompletingRebalance long enough to be hit there."""
+        candidates = self.slow_groups if phase == COMPLETING and self.slow_groups else self.groups
+        group = self.rng.choice(candidates)
+        node_id = self._coordinator(group)
+        trigger = self._dynamic(group)
+        if trigger is not None:
+            self.fleet.stop(trigger.name)
+            if phase == COMPLETING:
+                self.fleet.start(trigger.name)
+        seen = self._wait_phase(group, phase)
+        self.cluster.signal(node_id, signal.SIGKILL)
+        self._fault("kill_node", node=node_id, group=group, wanted=phase, phase=seen)
+        if trigger is not None and phase == PREPARING:
+            self.fleet.start(trigger.name)
+        time.sleep(self.rng.uniform(0.5, 2.0))
+        self.cluster.start(node_id)
+
+    def pause(self) -> None:
+        """SIGSTOP of a group's coordinator, half of the time in the middle of a rebalance."""
+        group = self.rng.choice(self.groups)
+        node_id = self._coordinator(group)
+        trigger = self._dynamic(group) if self.rng.random() < 0.5 else None
+        if trigger is not None:
+            self.fleet.stop(trigger.name)
+        seen = self._phase(group)
+        self.cluster.signal(node_id, signal.SIGSTOP)
+        pause_s = self.rng.uniform(1.5, 4.0)
+        self._fault("pause_node", node=node_id, group=group, phase=seen, seconds=round(pause_s, 3))
+        if trigger is not None:
+            self.fleet.start(trigger.name)
+        time.sleep(pause_s)
+        self.cluster.signal(node_id, signal.SIGCONT)
+        self._fault("resume_node", node=node_id)
+
+    def _phase(self, group: str) -> str:
+        described = self.cluster.describe(group)
+        return described[1].group_state if described is not None else "unknown"
+
+    def partition(self) -> None:
+        """Cuts a busy group's coordinator (the leader of its Raft partition) off from every other node, while
+        clients can still reach it; without network namespaces a pause stands in, and the history says so."""
+        if not self.cluster.network.can_partition:
+            self._fault("partition_unavailable", network=self.cluster.network.name)
+            self.pause()
+            return
+        group = self.rng.choice(self.groups)
+        node_id = self._coordinator(group)
+        others = [n for n in self.cluster.nodes if n != node_id]
+        trigger = self._dynamic(group)
+        self.cluster.network.partition(node_id, others)
+        seconds = self.rng.uniform(3.0, 5.0)
+        self._fault("partition_node", node=node_id, group=group, phase=self._phase(group), seconds=round(seconds, 3))
+        if trigger is not None:
+            self.fleet.restart(trigger.name)
+        time.sleep(seconds)
+        self.cluster.network.heal()
+        self._fault("heal_partition", node=node_id)
+
+    def restart_node(self) -> None:
+        """A graceful restart (SIGTERM): the node hands its partitions over before it exits."""
+        node_id = self._coordinator(self.rng.choice(self.groups))
+        seen = self._phase(self.groups[0])
+        self.cluster.signal(node_id, signal.SIGTERM)
+        self._fault("restart_node", node=node_id, phase=seen)
+        time.sleep(self.rng.uniform(0.5, 1.5))
+        self.cluster.start(node_id)
+
+    def restart_cluster(self) -> None:
+        """kill -9 of every node at once, then all of them start again from their data dirs."""
+        for node_id in self.cluster.nodes:
+            self.cluster.signal(node_id, signal.SIGKILL)
+        self._fault("restart_cluster", nodes=sorted(self.cluster.nodes))
+        time.sleep(self.rng.uniform(0.5, 1.5))
+        for node_id in self.cluster.nodes:
+            self.cluster.start(node_id)
+
+    # -- worker faults --------------------------------------------------------------------------------
+
+    def kill_worker(self) -> None:
+        """kill -9 of a worker; it comes back as a new process (a static one usually within its session)."""
+        plan = self.rng.choice(self.fleet.plans)
+        self.fleet.stop(plan.name, signal.SIGKILL)
+        self._fault("kill_worker", worker=plan.name, group=plan.group, static=plan.static)
+        time.sleep(self.rng.uniform(0.3, 2.0))
+        self.fleet.start(plan.name)
+        self._fault("restart_worker", worker=plan.name, group=plan.group)

@@ -1,0 +1,146 @@
+"""Where the chaos cluster's nodes live, and how a node is cut off from the others.
+
+`Namespaces` (root only) gives each node its own network namespace with a veth pair on a bridge that the
+harness creates; the host side of the bridge is where workers and the harness talk from. A partition is real
+kernel routing: in each namespace of the pair, a policy rule ahead of the local table blackholes packets
+*from* the other side, so they are dropped silently on arrival (no RST, no ICMP) exactly like a cut link,
+while the host (clients) still reaches every node — the interesting case of a deposed leader that clients
+can still talk to. `Loopback` puts node i on 127.0.0.i and cannot partition.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import shutil
+import subprocess
+
+FIRST_NODE_OCTET = 11
+# Policy-rule priorities in a node's namespace: partition rules, then the local table moved behind them.
+PARTITION_PREF, LOCAL_PREF = 10, 100
+
+
+class NetworkError(Exception):
+    pass
+
+
+class Loopback:
+    name = "loopback"
+    can_partition = False
+
+    def host(self, node_id: int) -> str:
+        return f"127.0.0.{node_id}"
+
+    def wrap(self, node_id: int) -> list[str]:
+        return []
+
+    def partition(self, node_id: int, others: list[int]) -> None:
+        raise NetworkError("loopback nodes cannot be partitioned; run as root for network namespaces")
+
+    def heal(self) -> None:
+        return None
+
+    def close(self) -> None:
+        return None
+
+
+def _ip(*args: str) -> None:
+    result = subprocess.run(["ip", *args], capture_output=True, text=True, check=False)
+    if result.returncode != 0:
+        raise NetworkError(f"ip {' '.join(args)}: {result.stderr.strip()}")
+
+
+def _taken_networks() -> list[ipaddress.IPv4Network]:
+    out = subprocess.run(["ip", "-4", "-o", "addr"], capture_output=True, text=True, check=False).stdout
+    nets = [ipaddress.IPv4Interface(word).network for line in out.splitlines() for word in line.split()[3:4]]
+    routes = subprocess.run(["ip", "-4", "route"], capture_output=True, text=True, check=False).stdout
+    for line in routes.splitlines():
+        first = line.split()[0] if line.split() else ""
+        if first[:1].isdigit():
+            nets.append(ipaddress.IPv4Network(first, strict=False))
+    return nets
+
+
+def _free_subnet(seed: int) -> ipaddress.IPv4Network:
+    """A /24 in 10.200.0.0/13 that no interface or route of this machine uses."""
+    taken = _taken_networks()
+    for step in range(2048):
+        index = (seed + step) % 2048
+        net = ipaddress.IPv4Network(f"10.{200 + index // 256}.{index % 256}.0/24")
+        if not any(net.overlaps(other) for other in taken):
+            return net
+    raise NetworkError("no free 10.200.0.0/13 subnet for the chaos network")
+
+
+class Namespaces:
+    name = "netns"
+    can_partition = True
+
+    @staticmethod
+    def available() -> bool:
+        return os.geteuid() == 0 and shutil.which("ip") is not None
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.prefix = f"gc{os.getpid() % 100_000}"
+        self.bridge = f"{self.prefix}br"
+        self.subnet = _free_subnet(os.getpid())
+        self._partitioned: list[tuple[int, str]] = []
+        self._created: list[str] = []
+        try:
+            self._create()
+        except BaseException:
+            self.close()
+            raise
+
+    def _address(self, octet: int) -> str:
+        return str(self.subnet.network_address + octet)
+
+    def _ns(self, node_id: int) -> str:
+        return f"{self.prefix}n{node_id}"
+
+    def _create(self) -> None:
+        _ip("link", "add", self.bridge, "type", "bridge")
+        self._created.append(self.bridge)
+        _ip("addr", "add", f"{self._address(1)}/24", "dev", self.bridge)
+        _ip("link", "set", self.bridge, "up")
+        for node_id in range(1, self.size + 1):
+            ns, outside, inside = self._ns(node_id), f"{self.prefix}h{node_id}", f"{self.prefix}c{node_id}"
+            _ip("netns", "add", ns)
+            self._created.append(ns)
+            _ip("link", "add", outside, "type", "veth", "peer", "name", inside)
+            _ip("link", "set", inside, "netns", ns)
+            _ip("link", "set", outside, "master", self.bridge, "up")
+            _ip("-n", ns, "addr", "add", f"{self.host(node_id)}/24", "dev", inside)
+            _ip("-n", ns, "link", "set", inside, "up")
+            _ip("-n", ns, "link", "set", "lo", "up")
+            # Partition rules must be consulted before local delivery: move the local table behind them.
+            _ip("-n", ns, "rule", "add", "pref", str(LOCAL_PREF), "lookup", "local")
+            _ip("-n", ns, "rule", "del", "pref", "0")
+
+    def host(self, node_id: int) -> str:
+        return self._address(FIRST_NODE_OCTET + node_id - 1)
+
+    def wrap(self, node_id: int) -> list[str]:
+        return ["ip", "netns", "exec", self._ns(node_id)]
+
+    def partition(self, node_id: int, others: list[int]) -> None:
+        for other in others:
+            for here, there in ((node_id, other), (other, node_id)):
+                _ip("-n", self._ns(here), "rule", "add", "from", self.host(there), "blackhole",
+                    "pref", str(PARTITION_PREF))  # fmt: skip
+                self._partitioned.append((here, self.host(there)))
+
+    def heal(self) -> None:
+        while self._partitioned:
+            here, source = self._partitioned.pop()
+            _ip("-n", self._ns(here), "rule", "del", "from", source, "blackhole", "pref", str(PARTITION_PREF))
+
+    def close(self) -> None:
+        """Deleting a namespace deletes its end of the veth pair, and with it the pair."""
+        for name in reversed(self._created):
+            if name == self.bridge:
+                subprocess.run(["ip", "link", "del", name], capture_output=True, check=False)
+            else:
+                subprocess.run(["ip", "netns", "del", name], capture_output=True, check=False)
+        self._created.clear()

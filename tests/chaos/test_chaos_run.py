@@ -1,0 +1,56 @@
+"""The short chaos run of CI: a 3-node and a 5-node cluster, 13 faults each on a fixed seed, 12 SDK workers in
+3 groups; the checker must report zero violations. `groupcoord chaos --duration 30m` is the long run."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from groupcoord.chaos.harness import ChaosOptions, Harness
+from groupcoord.chaos.network import Namespaces
+from groupcoord.chaos.report import render_text
+
+FAULTS_PER_RUN = 13
+NODE_FAULT_KINDS = {"kill_node", "pause_node", "restart_node", "partition_node", "restart_cluster"}
+
+
+@pytest.fixture(scope="module")
+def runs() -> dict[int, dict]:
+    return {}
+
+
+@pytest.mark.timeout(420)
+@pytest.mark.parametrize(("nodes", "seed"), [(3, 11), (5, 23)])
+def test_chaos_run_has_no_violation(tmp_path: Path, nodes: int, seed: int, runs: dict[int, dict]) -> None:
+    assert Namespaces.available(), "the chaos run partitions nodes with network namespaces: run the tests as root"
+    out = tmp_path / f"chaos-{nodes}"
+    opts = ChaosOptions(
+        out=out, nodes=nodes, seed=seed, faults=FAULTS_PER_RUN, network="netns",
+        argv=["groupcoord", "chaos", f"--nodes={nodes}", f"--seed={seed}", f"--faults={FAULTS_PER_RUN}"],
+    )  # fmt: skip
+    result = Harness(opts).run()
+    report = render_text(result, out)
+    print(report)
+    assert result.ok, report
+    faults = result.stats["faults_by_kind"]
+    phases = [e.get("phase") for e in _harness_events(out) if e["ev"] == "fault" and e["kind"] == "kill_node"]
+    assert "PreparingRebalance" in phases and "CompletingRebalance" in phases, phases
+    assert faults["pause_node"] >= 1 and faults["partition_node"] >= 1 and faults["restart_cluster"] >= 1, faults
+    assert faults["kill_worker"] >= 1, faults
+    assert result.stats["commits_acked"] > 100 and result.stats["ownership_intervals"] > 20, result.stats
+    runs[nodes] = {**result.stats, "workers": sum(g["workers"] for g in result.run["groups"].values())}
+
+
+def test_ci_covers_the_acceptance(runs: dict[int, dict]) -> None:
+    """Both runs together: ≥ 20 node faults, ≥ 10 workers in ≥ 3 groups each."""
+    assert set(runs) == {3, 5}, "both chaos runs must have passed first"
+    node_faults = sum(s["node_faults"] for s in runs.values())
+    assert node_faults >= 20, node_faults
+    for stats in runs.values():
+        assert stats["groups"] >= 3 and stats["workers"] >= 10, stats
+
+
+def _harness_events(out: Path) -> list[dict]:
+    return [json.loads(line) for line in (out / "harness.jsonl").read_text().splitlines()]
