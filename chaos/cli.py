@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import signal
 import sys
 import time
 from pathlib import Path
@@ -51,6 +52,10 @@ def register(commands: argparse._SubParsersAction) -> None:
     chaos.set_defaults(handler=_run)
 
 
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def _run(args: argparse.Namespace) -> int:
     from groupcoord.chaos.report import check_dir, render_text, write_report
 
@@ -78,6 +83,7 @@ def _run(args: argparse.Namespace) -> int:
         network=args.network, session_timeout_ms=args.session_timeout_ms, argv=argv,
     )  # fmt: skip
     print(f"chaos run in {out} (seed {args.seed}) ...", flush=True)
+    signal.signal(signal.SIGTERM, _interrupt)  # SIGTERM cleans up like Ctrl-C: nodes, workers, namespaces
     result = Harness(opts).run()
     print(render_text(result, out))
     return 0 if result.ok else 1

@@ -166,40 +166,36 @@ class Harness:
 
     # -- phases ---------------------------------------------------------------------------------------
 
-    def _schedule(self) -> Iterator[str]:
-        opts = self.opts
-        deadline = None if opts.duration_s is None else time.monotonic() + opts.duration_s
-        count = 0
+    def _kinds(self) -> Iterator[str]:
+        """The fault kinds in order: the rotation, shuffled per cycle by the seed with --schedule random."""
         while True:
             cycle = list(ROTATION)
-            if opts.schedule == "random":
+            if self.opts.schedule == "random":
                 self.rng.shuffle(cycle)
-            for kind in cycle:
-                if (deadline is None and count >= opts.faults) or (
-                    deadline is not None and time.monotonic() > deadline
-                ):
-                    return
-                count += 1
-                yield kind
+            yield from cycle
 
     def _inject(self, cluster: ChaosCluster, fleet: Fleet) -> None:
         """Each fault, then recovery: every node back, then every group settled (churn held meanwhile, so the
         wait measures the fault); the end of the last fault is the quiesce point the checker measures from."""
+        opts = self.opts
         faults = Faults(cluster, fleet, self.history, self.rng)
         self._converge(cluster, fleet, "start")
         churning = threading.Event()
         self._background(self._churn, fleet, churning)
-        kinds = list(self._schedule())
-        for number, kind in enumerate(kinds, 1):
+        deadline = None if opts.duration_s is None else time.monotonic() + opts.duration_s
+        for number, kind in enumerate(self._kinds(), 1):
             churning.set()
             faults.run(kind)
             churning.clear()
-            if number == len(kinds):
+            last = number >= opts.faults if deadline is None else time.monotonic() >= deadline
+            if last:
                 self.history.write("quiesce")
             recovered = cluster.wait_healthy(RECOVERY_TIMEOUT_S)
             self.history.write("recovered", kind=kind, node_fault=kind in NODE_FAULTS,
                                seconds=None if recovered is None else round(recovered, 3))  # fmt: skip
             self._converge(cluster, fleet, kind, since=faults.injected_at)
+            if last:
+                return
             time.sleep(self.rng.uniform(0.5, 2.0))
 
     def _churn(self, fleet: Fleet, churning: threading.Event) -> None:

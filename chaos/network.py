@@ -86,7 +86,7 @@ class Namespaces:
         self.bridge = f"{self.prefix}br"
         self.subnet = _free_subnet(os.getpid())
         self._partitioned: list[tuple[int, str]] = []
-        self._created: list[str] = []
+        self._created: list[tuple[str, str]] = []  # ("link" | "netns", name), deleted in reverse
         try:
             self._create()
         except BaseException:
@@ -101,14 +101,15 @@ class Namespaces:
 
     def _create(self) -> None:
         _ip("link", "add", self.bridge, "type", "bridge")
-        self._created.append(self.bridge)
+        self._created.append(("link", self.bridge))
         _ip("addr", "add", f"{self._address(1)}/24", "dev", self.bridge)
         _ip("link", "set", self.bridge, "up")
         for node_id in range(1, self.size + 1):
             ns, outside, inside = self._ns(node_id), f"{self.prefix}h{node_id}", f"{self.prefix}c{node_id}"
             _ip("netns", "add", ns)
-            self._created.append(ns)
+            self._created.append(("netns", ns))
             _ip("link", "add", outside, "type", "veth", "peer", "name", inside)
+            self._created.append(("link", outside))
             _ip("link", "set", inside, "netns", ns)
             _ip("link", "set", outside, "master", self.bridge, "up")
             _ip("-n", ns, "addr", "add", f"{self.host(node_id)}/24", "dev", inside)
@@ -137,10 +138,9 @@ class Namespaces:
             _ip("-n", self._ns(here), "rule", "del", "from", source, "blackhole", "pref", str(PARTITION_PREF))
 
     def close(self) -> None:
-        """Deleting a namespace deletes its end of the veth pair, and with it the pair."""
-        for name in reversed(self._created):
-            if name == self.bridge:
-                subprocess.run(["ip", "link", "del", name], capture_output=True, check=False)
-            else:
-                subprocess.run(["ip", "netns", "del", name], capture_output=True, check=False)
+        """Removes what this run created; the host end of a veth pair is deleted explicitly, since the pair
+        outlives its namespace while a process still holds the namespace."""
+        for kind, name in reversed(self._created):
+            command = ["ip", "link", "del", name] if kind == "link" else ["ip", "netns", "del", name]
+            subprocess.run(command, capture_output=True, check=False)
         self._created.clear()
