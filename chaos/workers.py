@@ -47,15 +47,19 @@ class Fleet:
         self.bootstrap = ""
         self._workers = {plan.name: _Running(plan) for plan in plans}
         self._lock = threading.Lock()
+        self._every: list[subprocess.Popen[bytes]] = []  # every process started, so none can outlive the run
 
     @property
     def plans(self) -> list[WorkerPlan]:
         return [w.plan for w in self._workers.values()]
 
     def start(self, name: str) -> None:
+        """Starts the worker unless its process is running: a fault and the churn thread may both bring the
+        same worker back, and a second process would be a member nobody tracks."""
         worker = self._workers[name]
         with worker.lock:
-            self._start(worker)
+            if worker.proc is None or worker.proc.poll() is not None:
+                self._start(worker)
 
     def _start(self, worker: _Running) -> None:
         plan = worker.plan
@@ -76,6 +80,7 @@ class Fleet:
             proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
         with self._lock:
             worker.proc, worker.expect_exit, worker.reported = proc, False, False
+            self._every.append(proc)
         self.history.write("worker_started", worker=plan.name, incarnation=worker.incarnation, group=plan.group,
                            pid=proc.pid)  # fmt: skip
 
@@ -113,6 +118,10 @@ class Fleet:
     def stop_all(self, sig: signal.Signals = signal.SIGTERM) -> None:
         for name in self._workers:
             self.stop(name, sig)
+        for proc in self._every:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
 
     def check_exits(self) -> None:
         with self._lock:
