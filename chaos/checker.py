@@ -252,7 +252,9 @@ class _Checker:
             for e in (e for e in w.events if e["ev"] == "assigned"):
                 generation = e.get("generation", -1)
                 highest[w.group] = max(generation, highest.get(w.group, generation))
-                if previous is not None and generation <= previous.get("generation", -1):
+                # The same generation again is fine: a known member rejoining a Stable group with unchanged
+                # metadata (or a static one after losing its session) gets the current generation back.
+                if previous is not None and generation < previous.get("generation", -1):
                     self.flag(
                         GENERATION_BACKWARDS,
                         w.group,

@@ -1,11 +1,13 @@
 """Where the chaos cluster's nodes live, and how a node is cut off from the others.
 
-`Namespaces` (root only) gives each node its own network namespace with a veth pair on a bridge that the
-harness creates; the host side of the bridge is where workers and the harness talk from. A partition is real
-kernel routing: in each namespace of the pair, a policy rule ahead of the local table blackholes packets
-*from* the other side, so they are dropped silently on arrival (no RST, no ICMP) exactly like a cut link,
-while the host (clients) still reaches every node — the interesting case of a deposed leader that clients
-can still talk to. `Loopback` puts node i on 127.0.0.i and cannot partition.
+`Namespaces` (root only) gives each node its own network namespace, linked by a veth pair to a bridge that
+lives in a "switch" namespace of its own, which one more veth pair joins to the host: workers and the harness
+talk from the host end. The bridge is kept out of the host namespace because a host firewall must not see
+its frames (Docker's engine, for one, sets the host's FORWARD policy to DROP and makes bridges pass through
+it). A partition is real kernel routing: in each namespace of the pair, a policy rule ahead of the local
+table blackholes packets *from* the other side, so they are dropped silently on arrival (no RST, no ICMP)
+exactly like a cut link, while the host (clients) still reaches every node — the interesting case of a
+deposed leader that clients can still talk to. `Loopback` puts node i on 127.0.0.i and cannot partition.
 """
 
 from __future__ import annotations
@@ -83,7 +85,7 @@ class Namespaces:
     def __init__(self, size: int) -> None:
         self.size = size
         self.prefix = f"gc{os.getpid() % 100_000}"
-        self.bridge = f"{self.prefix}br"
+        self.switch = f"{self.prefix}sw"
         self.subnet = _free_subnet(os.getpid())
         self._partitioned: list[tuple[int, str]] = []
         self._created: list[tuple[str, str]] = []  # ("link" | "netns", name), deleted in reverse
@@ -100,24 +102,35 @@ class Namespaces:
         return f"{self.prefix}n{node_id}"
 
     def _create(self) -> None:
-        _ip("link", "add", self.bridge, "type", "bridge")
-        self._created.append(("link", self.bridge))
-        _ip("addr", "add", f"{self._address(1)}/24", "dev", self.bridge)
-        _ip("link", "set", self.bridge, "up")
+        switch, bridge = self.switch, f"{self.prefix}br"
+        _ip("netns", "add", switch)
+        self._created.append(("netns", switch))
+        _ip("-n", switch, "link", "add", bridge, "type", "bridge")
+        _ip("-n", switch, "link", "set", bridge, "up")
+        outside = f"{self.prefix}h0"
+        self._veth(outside, None, f"{self.prefix}s0", bridge)
+        _ip("addr", "add", f"{self._address(1)}/24", "dev", outside)
+        _ip("link", "set", outside, "up")
         for node_id in range(1, self.size + 1):
-            ns, outside, inside = self._ns(node_id), f"{self.prefix}h{node_id}", f"{self.prefix}c{node_id}"
+            ns, inside = self._ns(node_id), f"{self.prefix}c{node_id}"
             _ip("netns", "add", ns)
             self._created.append(("netns", ns))
-            _ip("link", "add", outside, "type", "veth", "peer", "name", inside)
-            self._created.append(("link", outside))
-            _ip("link", "set", inside, "netns", ns)
-            _ip("link", "set", outside, "master", self.bridge, "up")
+            self._veth(inside, ns, f"{self.prefix}s{node_id}", bridge)
             _ip("-n", ns, "addr", "add", f"{self.host(node_id)}/24", "dev", inside)
             _ip("-n", ns, "link", "set", inside, "up")
             _ip("-n", ns, "link", "set", "lo", "up")
             # Partition rules must be consulted before local delivery: move the local table behind them.
             _ip("-n", ns, "rule", "add", "pref", str(LOCAL_PREF), "lookup", "local")
             _ip("-n", ns, "rule", "del", "pref", "0")
+
+    def _veth(self, name: str, netns: str | None, port: str, bridge: str) -> None:
+        """A veth pair from `name` (in `netns`, None: the host) to `port` on the switch's bridge."""
+        _ip("link", "add", name, "type", "veth", "peer", "name", port, "netns", self.switch)
+        if netns is None:
+            self._created.append(("link", name))
+        else:
+            _ip("link", "set", name, "netns", netns)
+        _ip("-n", self.switch, "link", "set", port, "master", bridge, "up")
 
     def host(self, node_id: int) -> str:
         return self._address(FIRST_NODE_OCTET + node_id - 1)
@@ -138,8 +151,8 @@ class Namespaces:
             _ip("-n", self._ns(here), "rule", "del", "from", source, "blackhole", "pref", str(PARTITION_PREF))
 
     def close(self) -> None:
-        """Removes what this run created; the host end of a veth pair is deleted explicitly, since the pair
-        outlives its namespace while a process still holds the namespace."""
+        """Removes what this run created; the host end of the veth pair is deleted explicitly, since the pair
+        outlives the switch namespace while a process still holds it."""
         for kind, name in reversed(self._created):
             command = ["ip", "link", "del", name] if kind == "link" else ["ip", "netns", "del", name]
             subprocess.run(command, capture_output=True, check=False)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import signal
 import sys
@@ -77,31 +78,39 @@ async def run(args: argparse.Namespace) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         asyncio.get_running_loop().add_signal_handler(sig, stop.set)
     await member.start()
-    failed = asyncio.ensure_future(member.wait_failed())
+    # Stopping cancels the work even mid-call: a commit retried against an unreachable cluster must not
+    # hold the worker past its SIGTERM.
+    work = asyncio.ensure_future(_work(member, history, args.commit_interval_s))
+    stopping = asyncio.ensure_future(stop.wait())
     try:
-        await _work(member, history, args.commit_interval_s, stop, failed)
+        await asyncio.wait([work, stopping], return_when=asyncio.FIRST_COMPLETED)
+        if work.done():
+            work.result()
     except MemberFailed as exc:
         history.write("fatal", member=member.member_id, generation=member.generation_id, error=str(exc))
         return 1
     finally:
+        for task in (work, stopping):
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, MemberFailed):
+                await task
         await member.close()
     history.write("closed", member=member.member_id, generation=member.generation_id, reason=REVOKE_CLOSED)
     return 0
 
 
-async def _work(
-    member: GroupMember, history: Recorder, interval_s: float, stop: asyncio.Event, failed: asyncio.Future[None]
-) -> None:
+async def _work(member: GroupMember, history: Recorder, interval_s: float) -> None:
+    """Commits progress forever; returns (or raises MemberFailed) only when the member stops."""
     progress: dict[tuple[str, int], int] = {}
     fetched_generation = -1
-    stopping = asyncio.ensure_future(stop.wait())
-    while not stop.is_set():
-        await asyncio.wait([stopping, failed], timeout=interval_s, return_when=asyncio.FIRST_COMPLETED)
+    failed = asyncio.ensure_future(member.wait_failed())
+    while True:
+        await asyncio.wait([failed], timeout=interval_s)
         if failed.done():
             failed.result()
             return
         generation, owned = member.generation_id, member.assignment.partitions
-        if stop.is_set() or not owned:
+        if not owned:
             continue
         if generation != fetched_generation:
             sent = time.monotonic()

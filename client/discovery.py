@@ -68,13 +68,19 @@ class Connections:
         if cached is not None:
             return cached
         backoff = Backoff()
-        deadline = asyncio.get_running_loop().time() + timeout_s
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
         nodes = list(self.bootstrap)
         while True:
             for address in nodes:
+                # A hung node (SIGSTOP, a dead host's open socket) must not hold the caller past its deadline.
+                left = deadline - loop.time()
+                if left <= 0:
+                    break
                 try:
                     found = await self.stub(address).FindCoordinator(
-                        pb.FindCoordinatorRequest(group_ids=[group_id]), timeout=min(5.0, self.request_timeout_s)
+                        pb.FindCoordinatorRequest(group_ids=[group_id]),
+                        timeout=min(5.0, self.request_timeout_s, left),
                     )
                 except grpc.aio.AioRpcError:
                     continue
@@ -87,7 +93,7 @@ class Connections:
                     if address not in self.bootstrap:
                         self.bootstrap.append(address)
                     return address
-            if asyncio.get_running_loop().time() > deadline:
+            if loop.time() >= deadline:
                 raise CoordinatorUnavailable(f"no coordinator found for group {group_id!r} via {nodes}")
             await backoff.wait()
 

@@ -272,14 +272,17 @@ class GroupMember:
                 group_instance_id=self.group_instance_id,
             )
             try:
-                reply = await self._call(
-                    "Heartbeat",
-                    request,
-                    attempts=1,
-                    timeout_s=min(self.heartbeat_interval_s + 1, session_left),
-                    lookup_timeout_s=session_left,
+                reply = await asyncio.wait_for(
+                    self._call(
+                        "Heartbeat",
+                        request,
+                        attempts=1,
+                        timeout_s=min(self.heartbeat_interval_s + 1, session_left),
+                        lookup_timeout_s=session_left,
+                    ),
+                    session_left,
                 )
-            except _Moved:
+            except (_Moved, TimeoutError):
                 continue
             if reply.error_code == Errors.NONE:
                 self.last_heartbeat_ok = time.monotonic()

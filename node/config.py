@@ -88,8 +88,9 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "peers",
         "",
-        "Every node of the cluster as `id=host:port:raft_port`, comma-separated (this node included); "
-        "empty runs a single-node cluster. Partition k of a node uses Raft port raft_port+k.",
+        "Every node of the cluster as `id=host:port:raft_port[@client_host:client_port]`, comma-separated (this "
+        "node included); empty runs a single-node cluster. Partition k of a node uses Raft port raft_port+k; "
+        "clients are told client_host:client_port when given (published ports), else host:port.",
     ),
     Setting(
         "raft_port",

@@ -188,7 +188,7 @@ class GroupCoordinatorService:
                 entry.error_code = Errors.COORDINATOR_NOT_AVAILABLE
                 entry.error_message = f"partition {partition} has no leader right now"
             else:
-                entry.node_id, entry.host, entry.port = leader.node_id, leader.host, leader.port
+                entry.node_id, entry.host, entry.port = leader.node_id, leader.client_host, leader.client_port
         return response
 
     async def describe_cluster(self, request: pb.DescribeClusterRequest, context: Context) -> Message:
@@ -197,7 +197,9 @@ class GroupCoordinatorService:
             error_code=Errors.NONE, node_id=cluster.node_id, partition_count=cluster.partitions
         )
         for peer in cluster.peers:
-            response.nodes.add(node_id=peer.node_id, host=peer.host, port=peer.port, alive=cluster.alive(peer))
+            response.nodes.add(
+                node_id=peer.node_id, host=peer.client_host, port=peer.client_port, alive=cluster.alive(peer)
+            )
         for host in cluster.hosts:
             leader = cluster.leader_of(host.partition_id)
             response.partitions.add(

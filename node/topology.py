@@ -26,31 +26,48 @@ def partition_for(group_id: str, partitions: int) -> int:
 
 @dataclass(frozen=True, slots=True)
 class Peer:
-    """A node of the cluster: clients reach it at host:port, its partition k's Raft at host:raft_port+k."""
+    """A node of the cluster: other nodes reach it at host:port (partition k's Raft at host:raft_port+k);
+    clients are told `client_host:client_port`, which is host:port unless the peers entry advertises another
+    address (published container ports, NAT)."""
 
     node_id: int
     host: str
     port: int
     raft_port: int
+    advertised: tuple[str, int] | None = None
+
+    @property
+    def client_host(self) -> str:
+        return self.advertised[0] if self.advertised else self.host
+
+    @property
+    def client_port(self) -> int:
+        return self.advertised[1] if self.advertised else self.port
 
     def raft_address(self, partition: int) -> str:
         return f"{self.host}:{self.raft_port + partition}"
 
-    def spec(self) -> str:
-        return f"{self.node_id}={self.host}:{self.port}:{self.raft_port}"
+
+def _host_port(text: str) -> tuple[str, int]:
+    host, _, port = text.rpartition(":")
+    return host.strip("[]"), int(port)
 
 
 def parse_peers(text: str) -> list[Peer]:
-    """`1=127.0.0.1:50051:60051,2=...` -> peers (node id = host : client port : first Raft port)."""
+    """`1=10.0.0.1:50051:60051,2=...` -> peers (node id = host : client port : first Raft port), each optionally
+    followed by `@client_host:client_port`, the address clients are given for that node."""
     peers: list[Peer] = []
     for item in filter(None, (part.strip() for part in text.split(","))):
         try:
-            node, _, address = item.partition("=")
+            node, _, rest = item.partition("=")
+            address, _, client = rest.partition("@")
             host, port, raft_port = address.rsplit(":", 2)
-            peer = Peer(int(node), host.strip("[]"), int(port), int(raft_port))
+            advertised = _host_port(client) if client or "@" in rest else None
+            peer = Peer(int(node), host.strip("[]"), int(port), int(raft_port), advertised)
         except ValueError:
-            raise UserError(f"peers: expected id=host:port:raft_port, got {item!r}") from None
-        if not host or not 0 < peer.port < 65_536 or not 0 < peer.raft_port < 65_536:
+            raise UserError(f"peers: expected id=host:port:raft_port[@client_host:client_port], got {item!r}") from None
+        ports = [peer.port, peer.raft_port] + ([advertised[1]] if advertised else [])
+        if not host or (advertised and not advertised[0]) or not all(0 < p < 65_536 for p in ports):
             raise UserError(f"peers: bad address in {item!r}")
         peers.append(peer)
     ids = [p.node_id for p in peers]

@@ -263,6 +263,15 @@ def test_a_worker_assigned_an_older_generation_is_generation_backwards() -> None
     )
 
 
+def test_a_worker_assigned_the_same_generation_again_is_fine() -> None:
+    """A known member that rejoins a Stable group without a rebalance gets the current generation back."""
+    b = clean_run()
+    last = max(e["generation"] for e in b.workers["worker-a-1"].events if e["ev"] == "assigned")
+    b.workers["worker-a-1"].assigned(12.6, last)
+
+    assert check(b.history).violations == []
+
+
 def test_an_observed_older_generation_is_generation_backwards() -> None:
     b = clean_run()
     b.observe(12.5, "g1", "Stable", 2, ["a1", "b1", "c2"])

@@ -81,5 +81,5 @@ def test_close_removes_everything_it_created() -> None:
     links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True).stdout
     names = {line.split()[0] for line in namespaces.splitlines() if line.strip()}
     names |= {line.split(": ")[1].split("@")[0] for line in links.splitlines()}
-    ours = {f"{net.prefix}br"} | {f"{net.prefix}{kind}{n}" for kind in "nh" for n in (1, 2, 3)}
+    ours = {net.switch, f"{net.prefix}h0"} | {f"{net.prefix}n{n}" for n in (1, 2, 3)}
     assert not names & ours, names & ours

@@ -34,6 +34,7 @@ from typing import Any
 import grpc
 import pytest
 
+from groupcoord.client.discovery import Connections, CoordinatorUnavailable
 from groupcoord.client.member import GroupMember, MemberFailed
 from groupcoord.client.protocol import Assignment
 from groupcoord.client.sync import SyncGroupMember
@@ -443,6 +444,41 @@ async def test_a_hanging_coordinator_cannot_stretch_ownership_past_the_session(
     deadline = member.last_heartbeat_ok + SESSION_MS / 1000
     assert member.revoke_reason == "session_lost"
     assert deadline <= revoked_at[0] < deadline + 0.25, revoked_at[0] - deadline
+
+
+async def test_a_hanging_node_asked_for_the_coordinator_cannot_stretch_ownership(
+    fake: FakeCoordinator, make: Any
+) -> None:
+    """The coordinator moves and the node asked where to (FindCoordinator) hangs, like a SIGSTOPped node whose
+    socket still accepts: the lookup is cut at the session deadline, so ownership ends in time."""
+    revoked_at: list[float] = []
+    member, _ = make(fake, heartbeat_interval_ms=400, group_instance_id="i-1")
+    member.on_revoked = lambda assignment: revoked_at.append(time.monotonic())
+    await started(member)
+    await member.wait_stable(5)
+
+    async def hang(request: Any, context: Any) -> Any:
+        await asyncio.sleep(30)
+
+    fake.always["FindCoordinator"] = hang
+    fake.always["Heartbeat"] = Errors.COORDINATOR_NOT_AVAILABLE
+    await until(lambda: revoked_at, timeout_s=SESSION_MS / 1000 + 2)
+    deadline = member.last_heartbeat_ok + SESSION_MS / 1000
+    assert member.revoke_reason == "session_lost"
+    assert deadline <= revoked_at[0] < deadline + 0.25, revoked_at[0] - deadline
+
+
+async def test_a_coordinator_lookup_keeps_its_deadline_when_a_node_hangs(fake: FakeCoordinator) -> None:
+    async def hang(request: Any, context: Any) -> Any:
+        await asyncio.sleep(30)
+
+    fake.always["FindCoordinator"] = hang
+    connections = Connections([fake.address])
+    started_at = time.monotonic()
+    with pytest.raises(CoordinatorUnavailable):
+        await connections.coordinator("g", timeout_s=0.5)
+    assert time.monotonic() - started_at < 1.0
+    await connections.close()
 
 
 async def test_unreachable_cluster_revokes_after_session_timeout(fake: FakeCoordinator, make: Any) -> None:

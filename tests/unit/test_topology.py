@@ -36,8 +36,29 @@ def test_parse_peers():
     assert Peer(3, "h", 1, 100).raft_address(5) == "h:105"
 
 
+def test_a_peer_may_advertise_another_address_to_clients():
+    [plain, published] = parse_peers("1=node1:50051:60051,2=node2:50051:60051@127.0.0.1:50052")
+    assert (plain.client_host, plain.client_port) == ("node1", 50051)
+    assert published == Peer(2, "node2", 50051, 60051, ("127.0.0.1", 50052))
+    assert (published.client_host, published.client_port) == ("127.0.0.1", 50052)
+    assert published.raft_address(1) == "node2:60052", "nodes keep talking to each other at host"
+
+
 @pytest.mark.parametrize(
-    "text", ["1=127.0.0.1:50051", "x=h:1:2", "1=h:0:2", "1=h:1:70000", "1=:1:2", "1=h:1:2,1=g:1:2"]
+    "text",
+    [
+        "1=127.0.0.1:50051",
+        "x=h:1:2",
+        "1=h:0:2",
+        "1=h:1:70000",
+        "1=:1:2",
+        "1=h:1:2,1=g:1:2",
+        "1=h:1:2@",
+        "1=h:1:2@g",
+        "1=h:1:2@:5",
+        "1=h:1:2@g:0",
+        "1=h:1:2@g:x",
+    ],
 )
 def test_bad_peers_are_user_errors(text):
     with pytest.raises(UserError):
