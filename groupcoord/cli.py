@@ -46,6 +46,29 @@ def _cluster_status(args: argparse.Namespace) -> int:
     return localcluster.status(args.dir, as_json=args.json)
 
 
+def _health(args: argparse.Namespace) -> int:
+    from groupcoord import localcluster
+
+    address = args.address or f"127.0.0.1:{os.environ.get(node_config.ENV_PREFIX + 'PORT', '50051')}"
+    status = localcluster.health(address, args.timeout)
+    print(f"{address}: {status}")
+    return 0 if status == "SERVING" else 1
+
+
+def _add_health(commands: argparse._SubParsersAction) -> None:
+    health = commands.add_parser(
+        "health",
+        help="ask a node whether it is serving (exit 0) or not (exit 1), e.g. as a container health check",
+        description="The gRPC health check of one node: SERVING once every partition has a leader. Exit 0 when "
+        "SERVING, 1 otherwise (NOT_SERVING, or UNREACHABLE).",
+    )
+    health.add_argument(
+        "--address", metavar="HOST:PORT", help="the node (default: 127.0.0.1 and $GROUPCOORD_PORT, or 50051)"
+    )
+    health.add_argument("--timeout", type=float, default=2.0, metavar="S", help="seconds (default: 2)")
+    health.set_defaults(handler=_health)
+
+
 def _add_cluster(commands: argparse._SubParsersAction) -> None:
     cluster = commands.add_parser(
         "cluster",
@@ -124,6 +147,7 @@ def build_parser() -> argparse.ArgumentParser:
     node_config.add_arguments(node)
     node.set_defaults(handler=_run_node)
     _add_cluster(commands)
+    _add_health(commands)
     admin_cli.register(commands)
     chaos_cli.register(commands)
     return parser

@@ -227,7 +227,8 @@ def _uninterruptible() -> Iterator[None]:
 # -- talking to nodes -----------------------------------------------------------------------------
 
 
-def _health(address: str, timeout_s: float = 1.0) -> str:
+def health(address: str, timeout_s: float = 1.0) -> str:
+    """The node's gRPC health status name (SERVING, NOT_SERVING, ...) or UNREACHABLE."""
     with grpc.insecure_channel(address, options=CHANNEL_OPTIONS) as channel:
         try:
             reply = health_pb2_grpc.HealthStub(channel).Check(
@@ -421,7 +422,7 @@ def _exited(state: ClusterState, procs: Procs) -> tuple[NodeEntry, str] | None:
 
 def _all_serving(state: ClusterState) -> NodeEntry | None:
     """None when every node reports SERVING in this one round, else the first that does not."""
-    return next((n for n in state.nodes if _health(n.address) != "SERVING"), None)
+    return next((n for n in state.nodes if health(n.address) != "SERVING"), None)
 
 
 def _wait_serving(state: ClusterState, procs: Procs, timeout_s: float) -> tuple[NodeEntry, str] | None:
@@ -648,8 +649,8 @@ def status(cluster_dir: Path, as_json: bool = False) -> int:
     described: tuple[int, pb.DescribeClusterResponse] | None = None
     for node in state.nodes:
         running = _is_node(node)
-        health = _health(node.address) if running else "DOWN"
-        nodes.append({**_node_json(state, node), "pid": node.pid if running else None, "health": health})
+        status = health(node.address) if running else "DOWN"
+        nodes.append({**_node_json(state, node), "pid": node.pid if running else None, "health": status})
         if running and described is None:
             reply = _describe_cluster(node.address)
             if reply is not None:

@@ -14,6 +14,7 @@ import logging
 import secrets
 import socket
 import tempfile
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -34,6 +35,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 POLL_INTERVAL_S = 0.005
+# A refused transfer (the follower still catching up) is asked again after this long.
+HAND_OVER_RETRY_S = 0.1
 
 
 def _free_ports(host: str, count: int) -> int:
@@ -159,6 +162,19 @@ class NodeCluster:
         return any(h.replica.is_connected(peer.raft_address(h.partition_id)) for h in self.hosts)
 
     # -- shutdown -------------------------------------------------------------------------------------
+
+    async def hand_over(self, timeout_s: float) -> list[int]:
+        """Moves the leadership of every partition this node leads to its most caught-up connected follower
+        (Raft's TimeoutNow), so that a planned stop costs clients a redirect instead of an election timeout.
+        Best effort within `timeout_s`; returns the partitions still led here."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            led = [h for h in self.hosts if h.replica.is_leader()]
+            if not led or time.monotonic() >= deadline:
+                return [h.partition_id for h in led]
+            for host in led:
+                host.replica.transferLeadership()
+            await asyncio.sleep(HAND_OVER_RETRY_S)
 
     def close(self) -> None:
         """Answers every parked request (COORDINATOR_NOT_AVAILABLE) and stops the Raft replicas."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
+import time
 
 import grpc
 import uvloop
@@ -21,6 +22,8 @@ from groupcoord.node.service import SERVICE_NAME, GroupCoordinatorService
 
 log = logging.getLogger("groupcoord.node")
 
+# On SIGTERM a leader hands its partitions over for at most this long (and never longer than the grace period).
+HAND_OVER_MAX_S = 3.0
 HEALTH_SERVICE_NAME = health_pb2.DESCRIPTOR.services_by_name["Health"].full_name
 
 
@@ -110,6 +113,9 @@ class Node:
         grace_ms = self._settings.shutdown_grace_ms
         log.info("node.stopping", extra=fields(grace_ms=grace_ms))
         await self._health.enter_graceful_shutdown()
+        started = time.monotonic()
+        kept = await self._cluster.hand_over(min(HAND_OVER_MAX_S, grace_ms / 1000))
+        log.info("node.handed_over", extra=fields(still_led=kept, seconds=round(time.monotonic() - started, 3)))
         # Parked JoinGroup/SyncGroup calls would otherwise hold the whole grace period; their clients rediscover.
         self._cluster.close()
         await self._server.stop(grace_ms / 1000)

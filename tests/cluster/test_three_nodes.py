@@ -247,3 +247,35 @@ async def test_five_nodes_survive_two_coordinators_killed_one_after_the_other(tm
         assert fetched.topics[0].partitions[0].committed_offset == 99
     finally:
         cluster.stop_all()
+
+
+async def test_sigterm_hands_the_partitions_over_before_the_node_exits(cluster: Cluster):
+    group = "graceful"
+    coordinator, (a,) = await _stable_static_group(cluster, group)
+    stopping = _node_index(cluster, coordinator)
+    node = cluster.nodes[stopping]
+    assert node is not None
+    led_before = [k for k, leader in enumerate(_leaders(cluster, (stopping + 1) % 3)) if leader == stopping + 1]
+    assert led_before, "balanced leadership gives every node partitions"
+
+    node.proc.send_signal(signal.SIGTERM)
+    assert node.proc.wait(10) == 0
+    cluster.nodes[stopping] = None
+    [handed] = [e for e in node.events() if e.get("event") == "node.handed_over"]
+    assert handed["still_led"] == [], handed
+
+    survivor = (stopping + 1) % 3
+    leaders = _leaders(cluster, survivor)
+    print(f"graceful stop: partitions {led_before} handed over in {handed['seconds']} s; leaders now {leaders}")
+    # Already moved when the process exited: no election timeout to wait for.
+    assert all(leader not in (-1, stopping + 1) for leader in leaders), leaders
+    beat = pb.HeartbeatRequest(group_id=group, generation_id=1, member_id=a.member_id)
+    new = await _coordinator(cluster, group, survivor)
+    assert new and new != coordinator
+    assert (await _rpc(new, "Heartbeat", beat)).error_code == Errors.NONE
+
+
+def _leaders(cluster: Cluster, i: int) -> list[int]:
+    with grpc.insecure_channel(cluster.address(i)) as channel:
+        reply = pb_grpc.GroupCoordinatorStub(channel).DescribeCluster(pb.DescribeClusterRequest(), timeout=5)
+    return [p.leader_node_id for p in reply.partitions]

@@ -94,6 +94,15 @@ def test_a_port_in_use_exits_1_without_a_traceback(node: NodeProcess):
     assert "Traceback" not in result.stderr
 
 
+def test_health_exits_0_for_a_serving_node_and_1_otherwise(node: NodeProcess):
+    serving = groupcoord("health", "--address", node.address)
+    assert (serving.returncode, serving.stdout.strip()) == (0, f"{node.address}: SERVING")
+    by_env = groupcoord("health", env={"GROUPCOORD_PORT": str(node.port)})
+    assert (by_env.returncode, by_env.stdout.strip()) == (0, f"127.0.0.1:{node.port}: SERVING")
+    nobody = groupcoord("health", "--address", "127.0.0.1:1", "--timeout", "0.5")
+    assert (nobody.returncode, nobody.stdout.strip()) == (1, "127.0.0.1:1: UNREACHABLE")
+
+
 def test_no_command_prints_usage_and_exits_2():
     result = groupcoord()
     assert result.returncode == 2
