@@ -9,7 +9,7 @@ NODES ?=
 PORT ?=
 CLUSTER_DIR ?= .groupcoord/cluster
 
-.PHONY: venv run cluster stop test lint proto
+.PHONY: venv run cluster stop test lint proto image
 
 venv: $(STAMP)
 
@@ -36,8 +36,13 @@ lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-test: lint
+# The container tests (tests/deploy) run the image; building it again is quick once the base exists.
+test: lint image
 	$(BIN)/pytest
+
+# groupcoord:latest from a wheelhouse made here (deploy/build-image picks the base image itself).
+image: $(STAMP)
+	deploy/build-image
 
 proto: $(STAMP)
 	$(BIN)/python -m groupcoord.protocol.generate

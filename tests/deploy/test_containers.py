@@ -1,0 +1,246 @@
+"""The container deployment for real: the image deploy/build-image made, the root docker-compose.yml brought up by
+testcontainers (Docker Compose v2, Ryuk off: it cannot be pulled here), SDK members on the host talking to the
+published ports. A coordinator container is killed during a rebalance; the whole cluster is restarted on its
+volumes. Needs a Docker engine and the image (`.ci/run` starts dockerd and runs deploy/build-image).
+
+Container traffic stays on the compose project's own network and 127.0.0.1: the file publishes on loopback only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import secrets
+import socket
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import grpc
+import pytest
+
+os.environ["TESTCONTAINERS_RYUK_DISABLED"] = "true"  # before testcontainers reads its configuration
+
+from testcontainers.compose import DockerCompose
+
+from groupcoord.client import GroupMember
+from groupcoord.protocol.errors import Errors
+from groupcoord.protocol.v1 import groupcoord_pb2 as pb
+from groupcoord.protocol.v1 import groupcoord_pb2_grpc as pb_grpc
+from tests.deploy.test_manifests import compose_binary
+
+ROOT = Path(__file__).resolve().parents[2]
+IMAGE = "groupcoord:latest"
+NODES = 3
+CLIENT_PORTS = [50051 + i for i in range(NODES)]
+METRICS_PORTS = [9464 + i for i in range(NODES)]
+BOOTSTRAP = [f"127.0.0.1:{port}" for port in CLIENT_PORTS]
+GROUP, TOPIC, PARTITIONS = "containers", "orders", 6
+SESSION_MS = 6_000
+LONG_SESSION_MS = 60_000  # outlives a full restart of the cluster
+UP_TIMEOUT_S = 120.0
+
+
+def _docker(*args: str, timeout_s: float = 60.0) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["docker", *args], capture_output=True, text=True, timeout=timeout_s, check=False)
+
+
+def _require_engine_and_image() -> None:
+    info = _docker("info", "--format", "{{.ServerVersion}}")
+    if info.returncode != 0:
+        pytest.fail(f"no Docker engine ({info.stderr.strip()}): start dockerd (.ci/run does)", pytrace=False)
+    if _docker("image", "inspect", IMAGE).returncode != 0:
+        pytest.fail(f"no {IMAGE} image: build it with deploy/build-image", pytrace=False)
+    for port in CLIENT_PORTS + METRICS_PORTS:
+        with socket.socket() as probe:
+            if probe.connect_ex(("127.0.0.1", port)) == 0:
+                pytest.fail(f"127.0.0.1:{port} is taken; docker-compose.yml publishes it", pytrace=False)
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DockerCompose]:
+    _require_engine_and_image()
+    # `docker compose` is the Compose v2 CLI plugin: the same binary tests/deploy/test_manifests.py validates with.
+    config = tmp_path_factory.mktemp("docker-config")
+    (config / "cli-plugins").mkdir()
+    (config / "cli-plugins" / "docker-compose").symlink_to(compose_binary())
+    saved = dict(os.environ)
+    os.environ.update(
+        DOCKER_CONFIG=str(config),
+        COMPOSE_PROJECT_NAME=f"gctest{os.getpid()}",
+        GROUPCOORD_CLUSTER_SECRET=secrets.token_hex(32),
+    )
+    compose = DockerCompose(ROOT, compose_file_name="docker-compose.yml", wait=True)
+    try:
+        started = time.monotonic()
+        compose.start()  # `up --wait`: every container healthy, i.e. its node answers SERVING
+        healthy_s = time.monotonic() - started
+        led_s = _wait_all_led(time.monotonic() + UP_TIMEOUT_S) + healthy_s
+        print(f"compose cluster: healthy after {healthy_s:.1f} s, every partition led after {led_s:.1f} s")
+        yield compose
+    finally:
+        try:
+            compose.stop(down=True)  # down --volumes
+        finally:
+            os.environ.clear()
+            os.environ.update(saved)
+
+
+def _stub(port: int) -> pb_grpc.GroupCoordinatorStub:
+    return pb_grpc.GroupCoordinatorStub(grpc.insecure_channel(f"127.0.0.1:{port}"))
+
+
+def _describe_cluster() -> pb.DescribeClusterResponse | None:
+    for port in CLIENT_PORTS:
+        try:
+            return _stub(port).DescribeCluster(pb.DescribeClusterRequest(), timeout=2)
+        except grpc.RpcError:
+            continue
+    return None
+
+
+def _wait_all_led(deadline: float) -> float:
+    """Seconds until DescribeCluster shows a leader for every partition."""
+    started = time.monotonic()
+    while time.monotonic() < deadline:
+        described = _describe_cluster()
+        if described is not None and all(p.leader_node_id > 0 for p in described.partitions):
+            return time.monotonic() - started
+        time.sleep(0.1)
+    raise AssertionError("some partition had no leader in time")
+
+
+def _coordinator() -> pb.FindCoordinatorResponse.Coordinator:
+    for port in CLIENT_PORTS:
+        try:
+            found = _stub(port).FindCoordinator(pb.FindCoordinatorRequest(group_ids=[GROUP]), timeout=2)
+        except grpc.RpcError:
+            continue
+        if found.coordinators[0].error_code == Errors.NONE:
+            return found.coordinators[0]
+    raise AssertionError("no node named a coordinator")
+
+
+def _describe() -> pb.DescribeGroupsResponse.Group | None:
+    coordinator = _coordinator()
+    try:
+        reply = _stub(coordinator.port).DescribeGroups(pb.DescribeGroupsRequest(group_ids=[GROUP]), timeout=2)
+    except grpc.RpcError:
+        return None
+    return reply.groups[0] if reply.groups[0].error_code == Errors.NONE else None
+
+
+async def _wait_group(state: str, members: int, timeout_s: float = 60.0) -> pb.DescribeGroupsResponse.Group:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        described = await asyncio.to_thread(_safe_describe)
+        if described is not None and described.group_state == state and len(described.members) == members:
+            return described
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"group not {state} with {members} members in time: {described}")
+
+
+def _safe_describe() -> pb.DescribeGroupsResponse.Group | None:
+    try:
+        return _describe()
+    except AssertionError:
+        return None
+
+
+def _member(instance: str = "", session_ms: int = SESSION_MS) -> GroupMember:
+    return GroupMember(
+        BOOTSTRAP, GROUP, {TOPIC: PARTITIONS}, client_id=instance or "dynamic", group_instance_id=instance,
+        session_timeout_ms=session_ms, heartbeat_interval_ms=500,
+    )  # fmt: skip
+
+
+def _container_health(compose: DockerCompose, service: str) -> str:
+    container_id = compose.get_container(service, include_all=True).ID
+    state = json.loads(_docker("inspect", "--format", "{{json .State}}", container_id).stdout)
+    return state.get("Health", {}).get("Status", state["Status"])
+
+
+async def _commit_round(members: list[GroupMember], offset: int, acked: dict[tuple[str, int], int]) -> None:
+    for member in members:
+        owned = member.assignment.partitions
+        codes = await member.commit({tp: offset for tp in owned})
+        acked.update({tp: offset for tp in owned if codes.get(tp) == Errors.NONE})
+
+
+async def test_killing_the_coordinator_container_during_a_rebalance(cluster: DockerCompose) -> None:
+    static, dynamic = _member("worker-a"), _member()
+    for member in (static, dynamic):
+        await member.start()
+    await asyncio.gather(static.wait_stable(60), dynamic.wait_stable(60))
+    acked: dict[tuple[str, int], int] = {}
+    await _commit_round([static, dynamic], 10, acked)
+    assert len(acked) == PARTITIONS
+
+    coordinator = await asyncio.to_thread(_coordinator)
+    victim = f"node{coordinator.node_id}"
+    joiner = _member()
+    await joiner.start()  # the group goes to PreparingRebalance
+    deadline = time.monotonic() + 20
+    while (described := await asyncio.to_thread(_safe_describe)) is None or described.group_state not in (
+        "PreparingRebalance",
+        "CompletingRebalance",
+    ):
+        assert time.monotonic() < deadline, "the group never started rebalancing"
+        await asyncio.sleep(0.02)
+    phase = described.group_state
+    killed = _docker("kill", cluster.get_container(victim).ID)
+    assert killed.returncode == 0, killed.stderr
+    print(f"docker kill {victim} (the coordinator) while the group was {phase}")
+
+    stable = await _wait_group("Stable", 3)
+    assert (await asyncio.to_thread(_coordinator)).node_id != coordinator.node_id
+    await asyncio.gather(*(m.wait_stable(60) for m in (static, dynamic, joiner)))
+    owned = [tp for m in (static, dynamic, joiner) for tp in m.assignment.partitions]
+    assert sorted(owned) == [(TOPIC, p) for p in range(PARTITIONS)], "every partition owned exactly once"
+    committed = await joiner.committed()
+    assert all(committed[tp] >= offset for tp, offset in acked.items()), (committed, acked)
+    await _commit_round([static, dynamic, joiner], 20, acked)
+    print(f"group Stable again at generation {stable.generation_id} on node {stable.coordinator_node_id}")
+
+    # The killed node's container comes back with its volume and catches up.
+    assert _docker("start", cluster.get_container(victim, include_all=True).ID).returncode == 0
+    deadline = time.monotonic() + UP_TIMEOUT_S
+    while _container_health(cluster, victim) != "healthy":
+        assert time.monotonic() < deadline, f"{victim} did not become healthy again"
+        await asyncio.sleep(0.5)
+    described_cluster = await asyncio.to_thread(_describe_cluster)
+    assert described_cluster is not None
+    assert all(n.alive for n in described_cluster.nodes), described_cluster.nodes
+    for member in (static, dynamic, joiner):
+        await member.close()
+
+
+async def test_a_full_restart_keeps_groups_and_offsets_in_the_volumes(cluster: DockerCompose) -> None:
+    """Every container stopped (SIGTERM) and started again on its volume: the static member's place and the
+    offsets are still there, so the member comes back in the same generation without a rebalance."""
+    static = _member("worker-b", session_ms=LONG_SESSION_MS)
+    await static.start()
+    await static.wait_stable(60)
+    described = await _wait_group("Stable", 1)  # members of the previous test have left or expired
+    while static.generation_id != described.generation_id:
+        await asyncio.sleep(0.1)
+    generation = static.generation_id
+    acked: dict[tuple[str, int], int] = {}
+    await _commit_round([static], 77, acked)
+    await static.close()  # static: no LeaveGroup, the group keeps its place
+
+    for action in (["stop"], ["up", "--wait"]):
+        done = subprocess.run([*cluster.compose_command_property, *action], cwd=ROOT, capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+    await asyncio.to_thread(_wait_all_led, time.monotonic() + UP_TIMEOUT_S)
+
+    again = _member("worker-b", session_ms=LONG_SESSION_MS)
+    await again.start()
+    await again.wait_stable(60)
+    assert again.generation_id == generation, "the static member's place survived the restart: no rebalance"
+    assert sorted(again.assignment.partitions) == [(TOPIC, p) for p in range(PARTITIONS)]
+    committed = await again.committed()
+    assert all(committed[tp] == offset for tp, offset in acked.items()), (committed, acked)
+    await again.close()
