@@ -80,7 +80,9 @@ async def test_sigterm_answers_parked_joins_and_exits_zero(tmp_path):
     assert code == 0
     assert reply.error_code == Errors.COORDINATOR_NOT_AVAILABLE
     events = [e["event"] for e in node.events() if not e["event"].startswith("partition.")]
-    assert events[-3:] == ["node.signal", "node.stopping", "node.stopped"]
+    assert events[-4:] == ["node.signal", "node.stopping", "node.handed_over", "node.stopped"]
+    (handed,) = [e for e in node.events() if e["event"] == "node.handed_over"]
+    assert handed["still_led"] == list(range(16)), "a one-node cluster has nobody to hand its partitions to"
 
 
 async def test_a_failing_handler_answers_internal_and_the_node_keeps_serving(monkeypatch, caplog):
