@@ -7,6 +7,7 @@ Every node process is tracked with the reason it may exit: an exit nobody asked 
 from __future__ import annotations
 
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -25,8 +26,9 @@ from groupcoord.protocol.errors import Errors
 from groupcoord.protocol.v1 import groupcoord_pb2 as pb
 from groupcoord.protocol.v1 import groupcoord_pb2_grpc as pb_grpc
 
-NETNS_PORT, NETNS_RAFT_PORT = 50051, 60051
+NETNS_PORT, NETNS_RAFT_PORT = 50051, 25051
 RPC_TIMEOUT_S = 1.0
+LOW_PORT = 10_000  # free ports are looked for from here up to the ephemeral range
 CHANNEL_OPTIONS = (("grpc.enable_http_proxy", 0),)
 SECRET_ENV = "GROUPCOORD_CLUSTER_SECRET"
 
@@ -50,14 +52,23 @@ class NodeProc:
         return self.proc is not None and self.proc.poll() is None
 
 
+def _ephemeral_first() -> int:
+    """The first port of the kernel's ephemeral range, from which outgoing connections take their ports."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32_768
+
+
 def free_base(host: str, count: int, taken: set[int]) -> int:
-    """A base port with `count` free ports on `host` after it, none already handed out."""
+    """A base port with `count` free ports on `host` after it, none already handed out, all below the ephemeral
+    range: a port from that range could be taken by an outgoing connection (another node's Raft link) between
+    this check and the node's bind, and pysyncobj would then retry its bind for as long as that link lives."""
+    ceiling = min(_ephemeral_first(), 32_768) - count
     while True:
-        with socket.socket() as s:
-            s.bind((host, 0))
-            base = s.getsockname()[1]
+        base = random.randrange(LOW_PORT, ceiling)
         ports = set(range(base, base + count))
-        if ports & taken or base + count > 65_535:
+        if ports & taken:
             continue
         try:
             for port in ports:

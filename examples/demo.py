@@ -21,7 +21,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 CLUSTER_DIR = ROOT / ".groupcoord" / "demo"
-BASE_PORT, RAFT_BASE_PORT = 50071, 60171
+BASE_PORT, RAFT_BASE_PORT = 50071, 25171
 BOOTSTRAP = ",".join(f"127.0.0.{i}:{BASE_PORT}" for i in (1, 2, 3))
 GROUP, TOPIC = "demo", "orders:8"
 WORKERS = (("w1", True), ("w2", True), ("d1", False), ("d2", False))

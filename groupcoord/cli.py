@@ -94,7 +94,7 @@ def _add_cluster(commands: argparse._SubParsersAction) -> None:
     up.add_argument("--partitions", type=int, metavar="P", help="coordinator partitions (default: 16)")
     up.add_argument("--base-port", type=int, metavar="PORT", help="client gRPC port of every node (default: 50051)")
     up.add_argument(
-        "--raft-base-port", type=int, metavar="PORT", help="partition k's Raft port is this + k (default: 60051)"
+        "--raft-base-port", type=int, metavar="PORT", help="partition k's Raft port is this + k (default: 25051)"
     )
     up.add_argument("--metrics", action="store_true", help="serve Prometheus metrics on every node")
     up.add_argument("--metrics-port", type=int, metavar="PORT", help="metrics port (default: 9464; implies --metrics)")

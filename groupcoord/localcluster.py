@@ -43,7 +43,7 @@ SECRET_FILE = "cluster-secret"
 SECRET_ENV = node_config.ENV_PREFIX + "CLUSTER_SECRET"
 MIN_NODES, MAX_NODES = 3, 5
 DEFAULT_NODES, DEFAULT_PARTITIONS = 3, 16
-DEFAULT_BASE_PORT, DEFAULT_RAFT_BASE_PORT, DEFAULT_METRICS_PORT = 50051, 60051, 9464
+DEFAULT_BASE_PORT, DEFAULT_RAFT_BASE_PORT, DEFAULT_METRICS_PORT = 50051, 25051, 9464
 SERVICE = "groupcoord.v1.GroupCoordinator"
 STOP_WAIT_S = 10.0
 LOG_TAIL_LINES = 25
@@ -439,8 +439,21 @@ def _wait_serving(state: ClusterState, procs: Procs, timeout_s: float) -> tuple[
         if lagging is None:
             return None
         if time.monotonic() > deadline:
-            return lagging, f"not SERVING after {timeout_s:g} s"
+            return lagging, f"not SERVING after {timeout_s:g} s ({_leader_views(state)})"
         time.sleep(0.1)
+
+
+def _leader_views(state: ClusterState) -> str:
+    """What each node believes about the partition leaders, to tell a stuck election from a stuck barrier."""
+    views = []
+    for node in state.nodes:
+        described = _describe_cluster(node.address)
+        if described is None:
+            views.append(f"node {node.node_id} does not answer DescribeCluster")
+            continue
+        leaders = [p.leader_node_id for p in described.partitions]
+        views.append(f"node {node.node_id} sees leaders {leaders}")
+    return "; ".join(views)
 
 
 def _wait_balanced(state: ClusterState, procs: Procs, deadline: float) -> bool:

