@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from importlib.metadata import version
 from pathlib import Path
 
-from groupcoord import admin_cli
+from groupcoord import admin_cli, events_cli
 from groupcoord.chaos import cli as chaos_cli
 from groupcoord.errors import UserError
 from groupcoord.node import config as node_config
@@ -150,6 +150,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_health(commands)
     admin_cli.register(commands)
     chaos_cli.register(commands)
+    events_cli.register(commands)
     return parser
 
 

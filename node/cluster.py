@@ -24,6 +24,7 @@ from groupcoord.errors import StartupError, UserError
 from groupcoord.logfields import fields
 from groupcoord.node.balance import LeaderBalancer
 from groupcoord.node.clock import SystemClock
+from groupcoord.node.events import EventFiles
 from groupcoord.node.partitions import PartitionHost, Role
 from groupcoord.node.topology import Peer, check_partition_count, parse_peers, partition_for
 from groupcoord.protocol import records as r
@@ -73,6 +74,7 @@ class NodeCluster:
         loop: asyncio.AbstractEventLoop,
         on_commit: Callable[[list[r.Record]], None] | None = None,
         observer: PartitionObserver | None = None,
+        events: EventFiles | None = None,
     ) -> None:
         peers = parse_peers(peers_text)
         if peers:
@@ -98,6 +100,7 @@ class NodeCluster:
         settings = RaftSettings()
         self.hosts: list[PartitionHost] = []
         for k in range(partitions):
+            writer = events.writer(root, k) if events is not None else None
             replica = PartitionReplica(
                 k,
                 node_id,
@@ -108,6 +111,7 @@ class NodeCluster:
                 settings,
                 # Peers know this replica by its address in `peers`; it listens on this node's host.
                 bind_address=f"{host}:{me.raft_port + k}",
+                on_events=writer.write if writer is not None else None,
             )
             self.hosts.append(PartitionHost(replica, group_config, clock, loop, on_commit=on_commit, observer=observer))
         self._ready = asyncio.Event()

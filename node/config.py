@@ -127,6 +127,18 @@ SETTINGS: tuple[Setting, ...] = (
         minimum=1024,
     ),
     Setting("shutdown_grace_ms", 5_000, "On SIGTERM/SIGINT, how long in-flight calls may take to finish."),
+    Setting(
+        "events_segment_bytes",
+        4 * 1024 * 1024,
+        "Size at which a partition's event file (data_dir/events) is closed and a new one begun.",
+        minimum=4096,
+    ),
+    Setting(
+        "events_max_segments",
+        8,
+        "Event files kept per partition, oldest deleted first; 0 writes no event files.",
+        minimum=0,
+    ),
     _group(
         "group_min_session_timeout_ms",
         "min_session_timeout_ms",
@@ -206,6 +218,8 @@ class NodeSettings:
     log_format: str
     max_request_bytes: int
     shutdown_grace_ms: int
+    events_segment_bytes: int
+    events_max_segments: int
     group: GroupConfig
 
 
@@ -283,5 +297,7 @@ def _build(values: dict[str, int | str]) -> NodeSettings:
         log_format=str(values["log_format"]),
         max_request_bytes=int(values["max_request_bytes"]),
         shutdown_grace_ms=int(values["shutdown_grace_ms"]),
+        events_segment_bytes=int(values["events_segment_bytes"]),
+        events_max_segments=int(values["events_max_segments"]),
         group=group,
     )

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from time import perf_counter
 from typing import TYPE_CHECKING, Any
 
+import msgpack
 from google.protobuf.message import Message
 
 from groupcoord.coordinator import Clock, Effects, GroupConfig, GroupCoordinator, GroupStore
@@ -100,7 +101,7 @@ class PartitionHost:
             self.role, self.term = Role.LOADING, term
             log.info("partition.loading", extra=fields(partition=self.partition_id, term=term))
             self._report_role()
-            entry = encode_entry(BARRIER, term, self.replica.node_id, b"")
+            entry = encode_entry(BARRIER, term, self.replica.node_id, msgpack.packb(self._clock.wall_ms()))
             self.replica.apply_entry(entry, callback=self._threadsafe(self._on_barrier, term))
 
     def _on_barrier(self, term: int, result: Any, error: Any) -> None:

@@ -16,6 +16,7 @@ from groupcoord.errors import StartupError
 from groupcoord.node import logs
 from groupcoord.node.cluster import NodeCluster
 from groupcoord.node.config import NodeSettings
+from groupcoord.node.events import EventFiles
 from groupcoord.node.logs import fields
 from groupcoord.node.metrics import NodeMetrics
 from groupcoord.node.service import SERVICE_NAME, GroupCoordinatorService
@@ -72,6 +73,7 @@ class Node:
             loop,
             on_commit=metrics.on_commit if metrics is not None else None,
             observer=metrics,
+            events=EventFiles(settings.events_segment_bytes, settings.events_max_segments),
         )
         service = GroupCoordinatorService(cluster, settings.group.max_id_length, metrics)
         server.add_generic_rpc_handlers((service.generic_handler(),))

@@ -8,10 +8,14 @@ versioned envelope:
     msgpack [ENTRY_VERSION, kind, term, node_id, payload]
 
 * `barrier` — committed by a new leader before it serves the partition (its own term). Applying it
-  raises the partition's fence to that term.
+  raises the partition's fence to that term. Its payload is the leader's wall time in ms (msgpack int;
+  empty in entries written before events existed).
 * `records` — `protocol.records.encode_batch` bytes. Applied only if `term` is not below the fence, so a
   batch written by a node that had already lost leadership (pysyncobj forwards a follower's commands to
   the leader) is never applied: term fencing.
+
+Every entry that takes effect is also reported as events (`coordinator.events`) to `on_events`, with its
+Raft log index, so that every replica writes the same events (docs/EVENTS.md).
 
 Snapshots are the store's msgpack snapshot plus the fence (a custom serializer: no pickle of our objects,
 and no fork of the gRPC process — pysyncobj only forks for its default serializer).
@@ -21,6 +25,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,6 +33,7 @@ import msgpack
 from pysyncobj import SyncObj, SyncObjConf, replicated
 from pysyncobj.node import TCPNode
 
+from groupcoord.coordinator.events import Event, barrier_event, record_event
 from groupcoord.coordinator.state import GroupStore
 from groupcoord.logfields import fields
 from groupcoord.protocol import records as r
@@ -61,6 +67,14 @@ class RaftSettings:
     tick_period_s: float = 0.05
 
 
+def _barrier_time(payload: bytes) -> int | None:
+    try:
+        value = msgpack.unpackb(payload) if payload else None
+    except (ValueError, msgpack.UnpackException):
+        return None
+    return value if isinstance(value, int) else None
+
+
 def encode_entry(kind: str, term: int, node_id: int, payload: bytes) -> bytes:
     return msgpack.packb([ENTRY_VERSION, kind, term, node_id, payload], use_bin_type=True)
 
@@ -78,7 +92,10 @@ class PartitionReplica(SyncObj):
         data_prefix: str,
         settings: RaftSettings,
         bind_address: str | None = None,
+        on_events: Callable[[list[Event]], None] | None = None,
     ) -> None:
+        # Set before SyncObj starts: the journal replays through apply_entry.
+        self.on_events = on_events
         self.partition_id = partition_id
         self.node_id = node_id
         self.store = GroupStore()
@@ -116,29 +133,43 @@ class PartitionReplica(SyncObj):
     def apply_entry(self, entry: bytes) -> bool:
         """Runs on every replica at commit (pysyncobj tick thread); True when the entry took effect."""
         try:
-            version, kind, term, _node_id, payload = msgpack.unpackb(entry, raw=False, use_list=False)
+            version, kind, term, node_id, payload = msgpack.unpackb(entry, raw=False, use_list=False)
         except (ValueError, TypeError, msgpack.UnpackException):
             log.error("partition.bad_entry", extra=fields(partition=self.partition_id))
             return False
         if version != ENTRY_VERSION:
             log.warning("partition.unknown_entry_version", extra=fields(partition=self.partition_id, v=version))
             return False
+        index = self.raftLastApplied + 1  # pysyncobj advances it after the apply
         if kind == BARRIER:
             with self.lock:
                 self.fence_term = max(self.fence_term, term)
+            self._emit([barrier_event(_barrier_time(payload), self.partition_id, index, term, node_id)])
             return True
         if kind != RECORDS:
             log.warning("partition.unknown_entry_kind", extra=fields(partition=self.partition_id, kind=kind))
             return False
+        events: list[Event] = []
         with self.lock:
             if term < self.fence_term:
                 self.fenced_batches += 1
                 return False
             batch = r.decode_batch(payload)
-            for rec in batch:
-                self.store.apply(rec)
+            for position, rec in enumerate(batch):
+                if self.store.apply(rec) and self.on_events is not None:
+                    group = self.store.get(rec.group_id)
+                    events.append(record_event(rec, group, self.partition_id, index, position, term, node_id))
             self.applied_batches += 1
+        self._emit(events)
         return True
+
+    def _emit(self, events: list[Event]) -> None:
+        if events and self.on_events is not None:
+            try:
+                self.on_events(events)
+            except Exception:
+                # Events are an export: losing some must never stop the replica from applying the log.
+                log.exception("partition.events_failed", extra=fields(partition=self.partition_id))
 
     # -- snapshots ------------------------------------------------------------------------------------
 
