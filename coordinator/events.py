@@ -85,6 +85,11 @@ def _registered(rec: r.InstancesRegistered, group: Group | None) -> tuple[str, s
     return "instances_registered", "", "", {"group_instance_ids": list(rec.group_instance_ids)}
 
 
+def _avoided(rec: r.RebalanceAvoided, group: Group | None) -> tuple[str, str, str, dict[str, Any]]:
+    details = {"join_reason": rec.join_reason, "group_instance_id": rec.group_instance_id}
+    return "rebalance_avoided", rec.member_id, rec.cause, details
+
+
 DESCRIBE: dict[type, Describe] = {
     r.PendingMemberAdded: _pending_added,
     r.PendingMemberRemoved: _pending_removed,
@@ -99,6 +104,7 @@ DESCRIBE: dict[type, Describe] = {
     r.OffsetsExpired: _expired,
     r.GroupDeleted: _deleted,
     r.InstancesRegistered: _registered,
+    r.RebalanceAvoided: _avoided,
 }
 
 

@@ -204,11 +204,13 @@ class Membership(Runtime):
         elif group.state == STABLE and not changed and reason == JoinReason.RESTART:
             # Seed 001: a restart of a known member, even the leader, does not rebalance.
             is_leader = member_id == group.leader_id
+            self._avoided(group, member_id, req, r.AvoidedCause.RESTART)
             self._reply(token, self._join_ok(group, member_id, with_members=is_leader, skip=is_leader))
             self._refresh_session(group, member_id)
         elif (
             group.state == STABLE and not changed and reason not in REBALANCING_REASONS and member_id != group.leader_id
         ):
+            self._avoided(group, member_id, req, r.AvoidedCause.KNOWN_MEMBER)
             self._reply(token, self._join_ok(group, member_id, with_members=False))
             self._refresh_session(group, member_id)
         else:
@@ -220,6 +222,11 @@ class Membership(Runtime):
                 cause = r.RebalanceCause.LEADER_REJOINED
             self._park_join(group, member_id, token)
             self._start_rebalance(group, cause, member_id, req.group_instance_id, reason, req.reason)
+
+    def _avoided(self, group: Group, member_id: str, req: pb.JoinGroupRequest, cause: r.AvoidedCause) -> None:
+        self._emit(
+            r.RebalanceAvoided(group.group_id, member_id, req.group_instance_id, req.join_reason, cause, self._wall())
+        )
 
     def _add_member(
         self, group: Group | None, member_id: str, req: pb.JoinGroupRequest, token: Token, host: str

@@ -279,6 +279,11 @@ class GroupStore:
         self._group(rec.group_id, rec.time_ms).registered_instances.update(dict.fromkeys(new))
         return True
 
+    def _rebalance_avoided(self, rec: r.RebalanceAvoided) -> bool:
+        """Changes nothing; true while the member is in the group, so the event is written."""
+        group = self.groups.get(rec.group_id)
+        return group is not None and rec.member_id in group.members
+
     # -- snapshots ----------------------------------------------------------------------------------
 
     def snapshot(self) -> dict[str, Any]:
@@ -327,6 +332,7 @@ _APPLY: dict[type[r.Record], Any] = {
     r.OffsetsExpired: GroupStore._offsets_expired,
     r.GroupDeleted: GroupStore._group_deleted,
     r.InstancesRegistered: GroupStore._instances_registered,
+    r.RebalanceAvoided: GroupStore._rebalance_avoided,
 }
 
 _MEMBER_FIELDS = (

@@ -231,6 +231,26 @@ class InstancesRegistered(Record):
     time_ms: int
 
 
+@record(14)
+@dataclass(frozen=True, slots=True)
+class RebalanceAvoided(Record):
+    """A known member rejoined a Stable group and was answered without a rebalance: a RESTART rejoin (seed 001,
+    even by the leader) or a follower's plain rejoin. A marker that changes no state: it makes the rebalance
+    that did not happen visible in the event stream (SPEC §6)."""
+
+    group_id: str
+    member_id: str
+    group_instance_id: str
+    join_reason: int
+    cause: str  # AvoidedCause
+    time_ms: int
+
+
+class AvoidedCause(StrEnum):
+    RESTART = "restart"
+    KNOWN_MEMBER = "known_member"
+
+
 @dataclass(slots=True)
 class DecodeReport:
     """What a decode skipped; callers log or count it."""

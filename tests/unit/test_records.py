@@ -30,6 +30,7 @@ TYPE_IDS = {
     "OffsetsExpired": 11,
     "GroupDeleted": 12,
     "InstancesRegistered": 13,
+    "RebalanceAvoided": 14,
 }
 
 # Field names of version 1 of each record: the keys old logs carry. A field may be added later (with a
@@ -70,6 +71,7 @@ V1_FIELDS = {
     "OffsetsExpired": ("group_id", "partitions", "time_ms"),
     "GroupDeleted": ("group_id", "cause", "time_ms"),
     "InstancesRegistered": ("group_id", "group_instance_ids", "time_ms"),
+    "RebalanceAvoided": ("group_id", "member_id", "group_instance_id", "join_reason", "cause", "time_ms"),
 }
 
 T = 1_700_000_123_456
@@ -95,6 +97,7 @@ SAMPLES: list[r.Record] = [
     r.OffsetsExpired("g1", (("topic-a", 0, T - 1), ("topic-b", 3, T)), T + 10),
     r.GroupDeleted("g1", "admin", T),
     r.InstancesRegistered("g1", ("inst-2", "inst-3"), T),
+    r.RebalanceAvoided("g1", "m-1", "inst-1", 1, r.AvoidedCause.RESTART, T),
 ]
 
 
