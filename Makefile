@@ -15,7 +15,7 @@ venv: $(STAMP)
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --disable-pip-version-check --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --disable-pip-version-check --quiet -e '.[dev,spark]'
 	touch $(STAMP)
 
 # The demo: a local 3-node cluster, four workers, a coordinator killed with SIGKILL, no rebalance.

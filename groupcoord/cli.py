@@ -1,5 +1,5 @@
 """The `groupcoord` command line: one subcommand per job (`node`, `cluster`, `groups`, `members`, `offsets`,
-`chaos`).
+`chaos`, `events`, `analyze`).
 
 Handlers import what they run lazily, so `--help` and a mistyped flag answer without loading grpc.
 """
@@ -18,6 +18,7 @@ from groupcoord import admin_cli, events_cli
 from groupcoord.chaos import cli as chaos_cli
 from groupcoord.errors import UserError
 from groupcoord.node import config as node_config
+from groupcoord.pipeline import cli as pipeline_cli
 
 
 def _run_node(args: argparse.Namespace) -> int:
@@ -151,6 +152,7 @@ def build_parser() -> argparse.ArgumentParser:
     admin_cli.register(commands)
     chaos_cli.register(commands)
     events_cli.register(commands)
+    pipeline_cli.register(commands)
     return parser
 
 

@@ -1,7 +1,8 @@
 """The analytics job: `groupcoord analyze ...`, or `spark-submit pipeline/analyze.py ...` with the same flags.
 
-Reads the events, builds every table of `tables`, writes them and OUT/summary.json. Under spark-submit the driver
-needs groupcoord installed (`pip install 'groupcoord[spark]'`); the executors need nothing, there are no UDFs.
+Reads the events, builds every table of `tables`, writes them, OUT/summary.json and OUT/report.html. Under
+spark-submit the driver needs groupcoord installed (`pip install 'groupcoord[spark]'`); the executors need
+nothing, there are no UDFs.
 """
 
 from __future__ import annotations
@@ -12,15 +13,27 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 
 from pyspark.errors import PySparkRuntimeError
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession, functions
 
 from groupcoord.errors import UserError
-from groupcoord.pipeline import io, session, tables
+from groupcoord.pipeline import io, report, session, tables
 from groupcoord.pipeline.cli import add_arguments
+
+REPORT_FILE = "report.html"
+REPORT_TABLES = ("rebalances_by_reason", "avoided_by_group", "unavailability")
+REPORT_REBALANCES = 20_000
 
 
 def _iso(ms: int | None) -> str | None:
     return None if ms is None else datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="milliseconds")
+
+
+def _for_report(found: dict[str, DataFrame]) -> dict[str, list[dict[str, object]]]:
+    """The small tables the HTML report draws, as rows on the driver (the latest rebalances only)."""
+    latest = found["rebalances"].orderBy(functions.col("start_ms").desc()).limit(REPORT_REBALANCES)
+    charted = {name: [row.asDict() for row in found[name].collect()] for name in REPORT_TABLES}
+    charted["rebalances"] = [row.asDict() for row in reversed(latest.collect())]
+    return charted
 
 
 def analyze(spark: SparkSession, args: argparse.Namespace) -> None:
@@ -30,6 +43,7 @@ def analyze(spark: SparkSession, args: argparse.Namespace) -> None:
     try:
         args.out.mkdir(parents=True, exist_ok=True)
         rows = {name: io.write_table(df, args.out, name) for name, df in found.items()}
+        charted = _for_report(found)
     finally:
         for df in [loaded.events, *found.values()]:  # a shared session (tests, a notebook) lives on
             df.unpersist()
@@ -55,6 +69,9 @@ def analyze(spark: SparkSession, args: argparse.Namespace) -> None:
         "tables": rows,
     }
     path = io.write_summary(args.out, summary)
+    figures = {"events analysed": loaded.analysed, "from": _iso(loaded.first_ms), "to": _iso(loaded.last_ms),
+               "corrupt lines": loaded.corrupt, **{f"{name} rows": n for name, n in rows.items()}}  # fmt: skip
+    (args.out / REPORT_FILE).write_text(report.render(charted, figures))
     span = f", {_iso(loaded.first_ms)} to {_iso(loaded.last_ms)}" if loaded.analysed else ""
     print(f"{loaded.analysed} events analysed{span}: {rows['rebalances']} rebalances -> {args.out}")
     if loaded.corrupt:

@@ -79,7 +79,10 @@ def test_outputs(spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixt
         "tables": {"rebalances": 8, "rebalances_by_reason": 3, "avoided": 3, "avoided_by_group": 3, "churn": 4,
                    "unavailability": 2, "commit_rates": 2},
     }  # fmt: skip
-    assert sorted(p.name for p in out.iterdir()) == sorted([*TABLES, *(f"{t}.csv" for t in TABLES), "summary.json"])
+    expected = [*TABLES, *(f"{t}.csv" for t in TABLES), "summary.json", "report.html"]
+    assert sorted(p.name for p in out.iterdir()) == sorted(expected)
+    page = (out / "report.html").read_text()
+    assert page.count("<svg") >= 3 and "member_joined" in page, "the report charts the scenario's rebalances"
     unavailability = spark.read.parquet(str(out / "unavailability")).orderBy("partition").collect()
     assert [row.asDict() for row in unavailability] == [
         {"partition": 0, "old_term": 2, "new_term": 3, "old_node": 1, "new_node": 2, "last_old_ms": T0 + 59_000,
