@@ -46,12 +46,11 @@ class NodeProcess:
         return self.log_path.read_text(errors="replace").splitlines()
 
     def events(self) -> list[dict]:
-        """The node's JSON log lines (other lines, e.g. from the gRPC C core, are skipped)."""
-        out = []
-        for line in self.log_lines():
-            if line.startswith("{"):
-                out.append(json.loads(line))
-        return out
+        """The node's JSON log lines (other lines, e.g. from the gRPC C core, are skipped). A running node may be
+        in the middle of writing its last line: only whole lines count."""
+        text = self.log_path.read_text(errors="replace")
+        whole = text[: text.rfind("\n") + 1]
+        return [json.loads(line) for line in whole.splitlines() if line.startswith("{")]
 
     def alive(self) -> bool:
         return self.proc.poll() is None
