@@ -2,24 +2,24 @@
 
 from __future__ import annotations
 
-import socket
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
+from groupcoord.chaos.cluster import free_base
 from groupcoord.coordinator.state import GroupStore
 from groupcoord.protocol import records as r
 from groupcoord.raft.partition import BARRIER, RECORDS, PartitionReplica, RaftSettings, encode_entry
 
 SECRET = "test-cluster-secret"
+_TAKEN: set[int] = set()
 
 
 def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """Below the ephemeral range: a peer's outgoing link can never hold it (chaos/cluster.py, free_base)."""
+    return free_base("127.0.0.1", 1, _TAKEN)
 
 
 def _wait(predicate: Callable[[], bool], timeout: float = 10.0) -> None:
