@@ -63,15 +63,18 @@ def start_node(log_path: Path, *flags: str) -> NodeProcess:
     node = NodeProcess(subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL), log_path)
     log.close()
     deadline = time.monotonic() + STARTUP_TIMEOUT_S
-    while time.monotonic() < deadline and node.alive():
-        started = [e for e in node.events() if e.get("event") == "node.started"]
-        if started:
-            node.port = int(started[0]["address"].rsplit(":", 1)[1])
-            if health_status(node.address) == health_pb2.HealthCheckResponse.SERVING:
-                return node
-        time.sleep(0.05)
-    stop_node(node)
-    raise RuntimeError("node did not become SERVING:\n" + "\n".join(node.log_lines()))
+    try:
+        while time.monotonic() < deadline and node.alive():
+            started = [e for e in node.events() if e.get("event") == "node.started"]
+            if started:
+                node.port = int(started[0]["address"].rsplit(":", 1)[1])
+                if health_status(node.address) == health_pb2.HealthCheckResponse.SERVING:
+                    return node
+            time.sleep(0.05)
+        raise RuntimeError("node did not become SERVING:\n" + "\n".join(node.log_lines()))
+    except BaseException:
+        stop_node(node)  # a node that never came up must not outlive the test
+        raise
 
 
 async def wait_serving(address: str, timeout_s: float = STARTUP_TIMEOUT_S) -> None:
