@@ -137,10 +137,11 @@ class Faults:
 
     def restart_node(self) -> None:
         """A graceful restart (SIGTERM): the node hands its partitions over before it exits."""
-        node_id = self._coordinator(self.rng.choice(self.groups))
-        seen = self._phase(self.groups[0])
+        group = self.rng.choice(self.groups)
+        node_id = self._coordinator(group)
+        seen = self._phase(group)
         self.cluster.signal(node_id, signal.SIGTERM)
-        self._fault("restart_node", node=node_id, phase=seen)
+        self._fault("restart_node", node=node_id, group=group, phase=seen)
         time.sleep(self.rng.uniform(0.5, 1.5))
         self.cluster.start(node_id)
 
