@@ -12,6 +12,7 @@ answered at all within `connect_timeout_s` — a wrong address should fail fast,
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -223,6 +224,14 @@ class Admin:
                 for p in reply.partitions
             ),
         )
+
+    async def read_events(self, address: str) -> AsyncIterator[pb.ReadEventsResponse]:
+        """The event files of the node at `address`, streamed (docs/EVENTS.md); within `deadline_s` in all."""
+        stream = self._connections.stub(address).ReadEvents(pb.ReadEventsRequest(), timeout=self.deadline_s)
+        async for reply in stream:
+            if reply.error_code != Errors.NONE:
+                raise AdminError(reply.error_code, reply.error_message)
+            yield reply
 
     # -- the group's coordinator ----------------------------------------------------------------------
 

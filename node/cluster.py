@@ -95,6 +95,8 @@ class NodeCluster:
         self._tmp = None if data_dir else tempfile.TemporaryDirectory(prefix="groupcoord-")
         root = Path(data_dir or self._tmp.name)  # type: ignore[union-attr]
         check_partition_count(root, partitions, [p.node_id for p in self.peers])
+        # Where this node's event files are (node/events.py); None when it writes none.
+        self.events_root = root if events is not None and events.max_segments else None
         self._by_raft_address = {p.raft_address(k): p for p in self.peers for k in range(partitions)}
         clock = SystemClock()
         settings = RaftSettings()

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -101,35 +102,94 @@ class PartitionEvents:
             old.unlink(missing_ok=True)
 
 
+def read_partition(data_dir: Path, partition: int, chunk_bytes: int = 1 << 20) -> Iterator[bytes]:
+    """A partition's event files, oldest first, in chunks of whole lines (the writer may be mid-line at the end).
+
+    A segment deleted by rotation before it is opened is skipped: those events are gone from this node.
+    """
+    for path in sorted(partition_dir(data_dir, partition).glob(f"*{SUFFIX}")):
+        try:
+            f = path.open("rb")
+        except FileNotFoundError:
+            continue
+        with f:
+            rest = b""
+            while chunk := f.read(chunk_bytes):
+                data = rest + chunk
+                cut = data.rfind(b"\n") + 1
+                rest = data[cut:]
+                if cut:
+                    yield data[:cut]
+
+
 @dataclass
 class Export:
-    """The merged events of several nodes' data dirs, and what was found wrong on the way."""
+    """The merged events of several nodes, and what was found wrong on the way."""
 
     events: list[Event] = field(default_factory=list)
     duplicates: int = 0  # the same event from several nodes (expected: every replica writes it)
-    bad_lines: list[str] = field(default_factory=list)  # "file:line: why": reported, never silently dropped
+    bad_lines: list[str] = field(default_factory=list)  # "source:line: why": reported, never silently dropped
     conflicts: list[str] = field(default_factory=list)  # same key, different content: replicas diverged
+    holes: list[str] = field(default_factory=list)  # entries that took effect but no source had (prev_index)
+
+
+class Merger:
+    """De-duplicates the events of several sources (a node's files, or what a node streamed) by their key."""
+
+    def __init__(self) -> None:
+        self._seen: dict[tuple[int, int, int], Event] = {}
+        self._result = Export()
+
+    def add(self, source: str, lines: Iterable[str]) -> None:
+        """`lines` are JSON Lines; `source` names them in what is reported."""
+        result = self._result
+        for number, line in enumerate(lines, 1):
+            try:
+                event = json.loads(line)
+                key = (int(event["partition"]), int(event["index"]), int(event["position"]))
+            except (ValueError, KeyError, TypeError) as exc:
+                result.bad_lines.append(f"{source}:{number}: {type(exc).__name__}: {exc}")
+                continue
+            known = self._seen.get(key)
+            if known is None:
+                self._seen[key] = event
+            elif known == event:
+                result.duplicates += 1
+            else:
+                result.conflicts.append(f"{source}:{number}: partition {key[0]} index {key[1]} position {key[2]}")
+
+    def result(self) -> Export:
+        """Every event once, ordered by (partition, index, position), with the holes in each partition's chain."""
+        self._result.events = [self._seen[key] for key in sorted(self._seen)]
+        self._result.holes = holes(self._result.events)
+        return self._result
+
+
+def holes(events: list[Event]) -> list[str]:
+    """Where an entry's `prev_index` is not the entry before it: the events in between are missing.
+
+    The first entry of a partition may follow events that are gone (retention); events written before
+    `prev_index` existed cannot be checked.
+    """
+    found: list[str] = []
+    previous: dict[int, int] = {}  # partition -> index of the last entry seen
+    for event in events:
+        partition, index, prev_index = event["partition"], event["index"], event.get("prev_index")
+        before = previous.get(partition)
+        previous[partition] = index
+        if before is None or before == index or prev_index is None or prev_index == before:
+            continue
+        found.append(
+            f"partition {partition}: index {index} follows index {prev_index}, but the events before it end at "
+            f"index {before}"
+        )
+    return found
 
 
 def merge(data_dirs: list[Path]) -> Export:
-    """Every event of every partition found under the data dirs, once, ordered by (partition, index, position)."""
-    seen: dict[tuple[int, int, int], Event] = {}
-    result = Export()
+    """Every event found under the data dirs' event files, once."""
+    merger = Merger()
     for data_dir in data_dirs:
         for path in sorted((data_dir / EVENTS_DIR).glob(f"partition-*/*{SUFFIX}")):
-            for number, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
-                try:
-                    event = json.loads(line)
-                    key = (int(event["partition"]), int(event["index"]), int(event["position"]))
-                except (ValueError, KeyError, TypeError) as exc:
-                    result.bad_lines.append(f"{path}:{number}: {type(exc).__name__}: {exc}")
-                    continue
-                known = seen.get(key)
-                if known is None:
-                    seen[key] = event
-                elif known == event:
-                    result.duplicates += 1
-                else:
-                    result.conflicts.append(f"{path}:{number}: partition {key[0]} index {key[1]} position {key[2]}")
-    result.events = [seen[key] for key in sorted(seen)]
-    return result
+            merger.add(str(path), path.read_text(errors="replace").splitlines())
+    return merger.result()

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 import grpc
 from google.protobuf.message import DecodeError, Message
@@ -19,6 +19,7 @@ from google.protobuf.message_factory import GetMessageClass
 from groupcoord.coordinator import Effects, GroupCoordinator
 from groupcoord.coordinator.admin import list_groups
 from groupcoord.node.cluster import NodeCluster
+from groupcoord.node.events import read_partition
 from groupcoord.node.logs import fields
 from groupcoord.node.metrics import NodeMetrics
 from groupcoord.node.partitions import PartitionHost
@@ -34,6 +35,7 @@ SERVICE_NAME = SERVICE.full_name
 
 Context = grpc.aio.ServicerContext
 Handler = Callable[[Message, Context], Awaitable[Message]]
+StreamHandler = Callable[[Message, Context], AsyncIterator[Message]]
 
 
 def peer_host(peer: str) -> str:
@@ -67,20 +69,53 @@ class GroupCoordinatorService:
             "DeleteGroups": self.delete_groups,
             "DescribeCluster": self.describe_cluster,
         }
-        missing = {m.name for m in SERVICE.methods} ^ set(self._methods)
+        self._streams: dict[str, StreamHandler] = {"ReadEvents": self.read_events}
+        missing = {m.name for m in SERVICE.methods} ^ (set(self._methods) | set(self._streams))
         if missing:
             raise RuntimeError(f"RPCs without a handler (or handlers without an RPC): {sorted(missing)}")
 
     def generic_handler(self) -> grpc.GenericRpcHandler:
-        handlers = {
-            method.name: grpc.unary_unary_rpc_method_handler(
-                self._guarded(method.name, GetMessageClass(method.input_type), self._methods[method.name]),
-                request_deserializer=_raw,
-                response_serializer=GetMessageClass(method.output_type).SerializeToString,
-            )
-            for method in SERVICE.methods
-        }
+        handlers = {}
+        for method in SERVICE.methods:
+            request_type, serializer = GetMessageClass(method.input_type), GetMessageClass(method.output_type)
+            if method.server_streaming:
+                handlers[method.name] = grpc.unary_stream_rpc_method_handler(
+                    self._guarded_stream(method.name, request_type, self._streams[method.name]),
+                    request_deserializer=_raw,
+                    response_serializer=serializer.SerializeToString,
+                )
+            else:
+                handlers[method.name] = grpc.unary_unary_rpc_method_handler(
+                    self._guarded(method.name, request_type, self._methods[method.name]),
+                    request_deserializer=_raw,
+                    response_serializer=serializer.SerializeToString,
+                )
         return grpc.method_handlers_generic_handler(SERVICE_NAME, handlers)
+
+    @staticmethod
+    async def _parse(name: str, request_type: type[Message], raw: bytes, context: Context) -> Message:
+        try:
+            return request_type.FromString(raw)
+        except DecodeError as exc:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"malformed {name} request: {exc}")
+
+    def _guarded_stream(
+        self, name: str, request_type: type[Message], handler: StreamHandler
+    ) -> Callable[[bytes, Context], AsyncIterator[Message]]:
+        """`_guarded` for a response stream: a failure ends that stream with INTERNAL."""
+
+        async def stream(raw: bytes, context: Context) -> AsyncIterator[Message]:
+            request = await self._parse(name, request_type, raw, context)
+            try:
+                async for response in handler(request, context):
+                    yield response
+            except (grpc.aio.AbortError, asyncio.CancelledError):
+                raise
+            except Exception:
+                log.exception("rpc.failed", extra=fields(rpc=name, peer=context.peer()))
+                await context.abort(grpc.StatusCode.INTERNAL, f"{name} failed on the server; see its log")
+
+        return stream
 
     def _guarded(
         self, name: str, request_type: type[Message], handler: Handler
@@ -88,10 +123,7 @@ class GroupCoordinatorService:
         """Parses the request; a bug in one call becomes INTERNAL for that call, never a dead server."""
 
         async def handle(raw: bytes, context: Context) -> Message:
-            try:
-                request = request_type.FromString(raw)
-            except DecodeError as exc:
-                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"malformed {name} request: {exc}")
+            request = await self._parse(name, request_type, raw, context)
             try:
                 return await handler(request, context)
             except grpc.aio.AbortError:
@@ -210,3 +242,21 @@ class GroupCoordinatorService:
                 replica_node_ids=[p.node_id for p in cluster.peers],
             )
         return response
+
+    async def read_events(self, request: pb.ReadEventsRequest, context: Context) -> AsyncIterator[Message]:
+        """Streams this node's event files; file reads run off the event loop, one chunk at a time."""
+        node_id, root = self._cluster.node_id, self._cluster.events_root
+        partitions = list(request.partitions) or list(range(self._cluster.partitions))
+        unknown = [k for k in partitions if not 0 <= k < self._cluster.partitions]
+        if root is None or unknown:
+            message = (
+                f"node {node_id} writes no events (events_max_segments = 0)"
+                if root is None
+                else f"no partition {unknown[0]}: partitions are 0 to {self._cluster.partitions - 1}"
+            )
+            yield pb.ReadEventsResponse(error_code=Errors.INVALID_REQUEST, error_message=message, node_id=node_id)
+            return
+        for partition in partitions:
+            chunks = read_partition(root, partition)
+            while (lines := await asyncio.to_thread(next, chunks, None)) is not None:
+                yield pb.ReadEventsResponse(node_id=node_id, partition=partition, lines=lines)

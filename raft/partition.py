@@ -15,7 +15,9 @@ versioned envelope:
   the leader) is never applied: term fencing.
 
 Every entry that takes effect is also reported as events (`coordinator.events`) to `on_events`, with its
-Raft log index, so that every replica writes the same events (docs/EVENTS.md).
+Raft log index, so that every replica writes the same events (docs/EVENTS.md). Each event also names the index
+of the partition's previous entry that took effect (`prev_index`, kept in snapshots too), so a reader can tell a
+complete export from one with holes: the log's own gaps (pysyncobj's no-ops, fenced batches) are not holes.
 
 Snapshots are the store's msgpack snapshot plus the fence (a custom serializer: no pickle of our objects,
 and no fork of the gRPC process — pysyncobj only forks for its default serializer).
@@ -100,9 +102,12 @@ class PartitionReplica(SyncObj):
         self.node_id = node_id
         self.store = GroupStore()
         self.fence_term = 0
+        # The log index of the last entry that took effect (0: none, or none known from an older snapshot).
+        self.last_effective_index = 0
         self.applied_batches = 0
         self.fenced_batches = 0
-        # Guards `store` and `fence_term` between the tick thread (apply, snapshot) and readers elsewhere.
+        # Guards `store`, `fence_term` and `last_effective_index` between the tick thread (apply, snapshot)
+        # and readers elsewhere.
         self.lock = threading.Lock()
         conf = SyncObjConf(
             password=secret,
@@ -144,7 +149,8 @@ class PartitionReplica(SyncObj):
         if kind == BARRIER:
             with self.lock:
                 self.fence_term = max(self.fence_term, term)
-            self._emit([barrier_event(_barrier_time(payload), self.partition_id, index, term, node_id)])
+                prev_index, self.last_effective_index = self.last_effective_index, index
+            self._emit([barrier_event(_barrier_time(payload), self.partition_id, index, term, node_id)], prev_index)
             return True
         if kind != RECORDS:
             log.warning("partition.unknown_entry_kind", extra=fields(partition=self.partition_id, kind=kind))
@@ -155,16 +161,25 @@ class PartitionReplica(SyncObj):
                 self.fenced_batches += 1
                 return False
             batch = r.decode_batch(payload)
+            effective = False
             for position, rec in enumerate(batch):
-                if self.store.apply(rec) and self.on_events is not None:
+                if not self.store.apply(rec):
+                    continue
+                effective = True
+                if self.on_events is not None:
                     group = self.store.get(rec.group_id)
                     events.append(record_event(rec, group, self.partition_id, index, position, term, node_id))
+            prev_index = self.last_effective_index
+            if effective:
+                self.last_effective_index = index
             self.applied_batches += 1
-        self._emit(events)
+        self._emit(events, prev_index)
         return True
 
-    def _emit(self, events: list[Event]) -> None:
+    def _emit(self, events: list[Event], prev_index: int) -> None:
         if events and self.on_events is not None:
+            for event in events:
+                event["prev_index"] = prev_index
             try:
                 self.on_events(events)
             except Exception:
@@ -180,6 +195,7 @@ class PartitionReplica(SyncObj):
                 "version": SNAPSHOT_VERSION,
                 "partition": self.partition_id,
                 "fence_term": self.fence_term,
+                "last_effective_index": self.last_effective_index,
                 "store": self.store.snapshot(),
                 "raft": [list(last_entry), list(previous_entry), sorted(node.address for node in cluster)],
             }
@@ -195,6 +211,7 @@ class PartitionReplica(SyncObj):
         with self.lock:
             self.store = GroupStore.restore(body["store"])
             self.fence_term = body["fence_term"]
+            self.last_effective_index = body.get("last_effective_index", 0)  # absent before events had prev_index
         return tuple(last_entry), tuple(previous_entry), {TCPNode(a) for a in addresses}
 
     # -- status ---------------------------------------------------------------------------------------

@@ -488,3 +488,23 @@ class DescribeClusterResponse(_message.Message):
     partitions: _containers.RepeatedCompositeFieldContainer[DescribeClusterResponse.Partition]
     partition_count: int
     def __init__(self, error_code: _Optional[int] = ..., node_id: _Optional[int] = ..., nodes: _Optional[_Iterable[_Union[DescribeClusterResponse.Node, _Mapping]]] = ..., partitions: _Optional[_Iterable[_Union[DescribeClusterResponse.Partition, _Mapping]]] = ..., partition_count: _Optional[int] = ...) -> None: ...
+
+class ReadEventsRequest(_message.Message):
+    __slots__ = ("partitions",)
+    PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+    partitions: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, partitions: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class ReadEventsResponse(_message.Message):
+    __slots__ = ("error_code", "error_message", "node_id", "partition", "lines")
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    PARTITION_FIELD_NUMBER: _ClassVar[int]
+    LINES_FIELD_NUMBER: _ClassVar[int]
+    error_code: int
+    error_message: str
+    node_id: int
+    partition: int
+    lines: bytes
+    def __init__(self, error_code: _Optional[int] = ..., error_message: _Optional[str] = ..., node_id: _Optional[int] = ..., partition: _Optional[int] = ..., lines: _Optional[bytes] = ...) -> None: ...

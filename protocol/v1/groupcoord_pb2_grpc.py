@@ -94,6 +94,11 @@ class GroupCoordinatorStub:
                 request_serializer=groupcoord_dot_protocol_dot_v1_dot_groupcoord__pb2.DescribeClusterRequest.SerializeToString,
                 response_deserializer=groupcoord_dot_protocol_dot_v1_dot_groupcoord__pb2.DescribeClusterResponse.FromString,
                 _registered_method=True)
+        self.ReadEvents = channel.unary_stream(
+                '/groupcoord.v1.GroupCoordinator/ReadEvents',
+                request_serializer=groupcoord_dot_protocol_dot_v1_dot_groupcoord__pb2.ReadEventsRequest.SerializeToString,
+                response_deserializer=groupcoord_dot_protocol_dot_v1_dot_groupcoord__pb2.ReadEventsResponse.FromString,
+                _registered_method=True)
 
 
 class GroupCoordinatorServicer:
@@ -174,6 +179,14 @@ class GroupCoordinatorServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ReadEvents(self, request, context):
+        """This node's event files (docs/EVENTS.md) as its replicas wrote them, in whole JSON lines. An exporter
+        reads every node and merges (`groupcoord events export --bootstrap`).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_GroupCoordinatorServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -236,6 +249,11 @@ def add_GroupCoordinatorServicer_to_server(servicer, server):
                     servicer.DescribeCluster,
                     request_deserializer=groupcoord_dot_protocol_dot_v1_dot_groupcoord__pb2.DescribeClusterRequest.FromString,
                     response_serializer=groupcoord_dot_protocol_dot_v1_dot_groupcoord__pb2.DescribeClusterResponse.SerializeToString,
+            ),
+            'ReadEvents': grpc.unary_stream_rpc_method_handler(
+                    servicer.ReadEvents,
+                    request_deserializer=groupcoord_dot_protocol_dot_v1_dot_groupcoord__pb2.ReadEventsRequest.FromString,
+                    response_serializer=groupcoord_dot_protocol_dot_v1_dot_groupcoord__pb2.ReadEventsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -562,6 +580,33 @@ class GroupCoordinator:
             '/groupcoord.v1.GroupCoordinator/DescribeCluster',
             groupcoord_dot_protocol_dot_v1_dot_groupcoord__pb2.DescribeClusterRequest.SerializeToString,
             groupcoord_dot_protocol_dot_v1_dot_groupcoord__pb2.DescribeClusterResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReadEvents(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/groupcoord.v1.GroupCoordinator/ReadEvents',
+            groupcoord_dot_protocol_dot_v1_dot_groupcoord__pb2.ReadEventsRequest.SerializeToString,
+            groupcoord_dot_protocol_dot_v1_dot_groupcoord__pb2.ReadEventsResponse.FromString,
             options,
             channel_credentials,
             insecure,

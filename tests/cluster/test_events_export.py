@@ -21,6 +21,17 @@ def _commit(group: str, member_id: str, offset: int) -> pb.OffsetCommitRequest:
     return commit
 
 
+def _export(out: Path, *source: str) -> tuple[dict, list[dict]]:
+    """`groupcoord events export` from `source`: (manifest, events)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "groupcoord", "events", "export", "--out", str(out), *source],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    events = [json.loads(line) for line in (out / "events.jsonl").read_text().splitlines()]
+    return json.loads((out / "manifest.json").read_text()), events
+
+
 def _own_events(data_dir: Path, partition: int) -> list[dict]:
     files = sorted((data_dir / "events" / f"partition-{partition}").glob("*.jsonl"))
     return [json.loads(line) for path in files for line in path.read_text().splitlines()]
@@ -45,22 +56,27 @@ async def test_export_after_a_failover_has_every_event_once(tmp_path: Path):
         for offset in (4, 5):
             reply = await _rpc(new, "OffsetCommit", _commit(group, a.member_id, offset))
             assert reply.topics[0].partitions[0].error_code == Errors.NONE
+        # From the running cluster, over the API, with the killed node still down: the majority has it all.
+        bootstrap = ",".join(cluster.address(i) for i in range(3))
+        live, live_events = _export(tmp_path / "live", "--bootstrap", bootstrap)
+        assert (
+            len(live["sources"]) == 2
+            and len(live["unreachable"]) == 1
+            and f"node {dead + 1} " in live["unreachable"][0]
+        )
         cluster.start(dead)
         cluster.wait_serving()
     finally:
         cluster.stop_all()
 
-    out = tmp_path / "export"
     data_dirs = [tmp_path / f"data{i + 1}" for i in range(3)]
-    done = subprocess.run(
-        [sys.executable, "-m", "groupcoord", "events", "export", "--out", str(out),
-         *(arg for d in data_dirs for arg in ("--data-dir", str(d)))],
-        capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stdout + done.stderr
-    manifest = json.loads((out / "manifest.json").read_text())
-    assert manifest["conflicts"] == [] and manifest["bad_lines"] == []
-    events = [json.loads(line) for line in (out / "events.jsonl").read_text().splitlines()]
+    manifest, events = _export(tmp_path / "export", *(arg for d in data_dirs for arg in ("--data-dir", str(d))))
+    assert manifest["conflicts"] == [] and manifest["bad_lines"] == [] and manifest["holes"] == []
+    assert live["conflicts"] == [] and live["holes"] == []
+    by_key = {(e["partition"], e["index"], e["position"]): e for e in events}
+    assert all(by_key[(e["partition"], e["index"], e["position"])] == e for e in live_events)
+    live_commits = [e["details"]["offsets"][0][2] for e in live_events if e["kind"] == "offsets_committed"]
+    assert live_commits == [1, 2, 3, 4, 5]
     keys = [(e["partition"], e["index"], e["position"]) for e in events]
     assert keys == sorted(set(keys)), "each event once, in log order"
     assert manifest["duplicates_dropped"] > 0, "every replica wrote the same events"

@@ -38,7 +38,8 @@ def test_replicas_report_identical_events_in_log_order(cluster: EventCluster):
     for i in range(10):
         assert _commit(leader, [_offset(2 * i), _offset(2 * i + 1)])
     assert _commit(leader, [r.MemberRemoved("g", "nobody", r.RemovalCause.LEAVE, "", 1)])  # no effect: no event
-    _wait(lambda: all(len(events) == 21 for events in cluster.seen.values()))
+    assert _commit(leader, [_offset(20)])
+    _wait(lambda: all(len(events) == 22 for events in cluster.seen.values()))
     first = cluster.seen[leader.node_id]
     assert all(events == first for events in cluster.seen.values())
     assert first[0]["kind"] == "barrier_committed" and first[0]["term"] == leader.term()
@@ -46,3 +47,8 @@ def test_replicas_report_identical_events_in_log_order(cluster: EventCluster):
     assert keys == sorted(set(keys)), "unique (index, position), in log order"
     assert [e["position"] for e in first[1:3]] == [0, 1] and first[1]["index"] == first[2]["index"]
     assert all(e["kind"] == "offsets_committed" and e["node"] == leader.node_id for e in first[1:])
+
+    # Each entry names the previous one that took effect: the no-op entry leaves a gap, not a hole.
+    entries = sorted({(e["index"], e["prev_index"]) for e in first})
+    assert all(prev == before for (_, prev), (before, _) in zip(entries[1:], entries, strict=False))
+    assert entries[-1][0] > entries[-2][0] + 1, "the entry without effect is a gap in the indexes"

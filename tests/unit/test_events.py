@@ -7,7 +7,7 @@ from pathlib import Path
 
 from groupcoord.coordinator.events import DESCRIBE, EVENT_VERSION, barrier_event, record_event
 from groupcoord.coordinator.state import GroupStore
-from groupcoord.node.events import PartitionEvents, merge, partition_dir
+from groupcoord.node.events import Merger, PartitionEvents, merge, partition_dir, read_partition
 from groupcoord.protocol import records as r
 
 T = 1_700_000_000_000
@@ -139,3 +139,36 @@ def test_export_needs_data_dirs_with_events(tmp_path: Path):
     assert main(["events", "export", "--out", str(tmp_path / "out"), "--data-dir", str(good)]) == 0
     manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
     assert manifest["events"] == 2 and manifest["partitions"]["0"] == {"events": 2, "first_index": 1, "last_index": 2}
+
+
+def _chained(index: int, prev_index: int, position: int = 0) -> str:
+    return json.dumps({"partition": 0, "index": index, "position": position, "prev_index": prev_index, "kind": "x"})
+
+
+def test_a_hole_in_the_chain_of_entries_is_reported_and_a_gap_is_not():
+    merger = Merger()
+    merger.add("a", [_chained(5, 2), _chained(5, 2, position=1), _chained(9, 5), _chained(14, 12)])
+    merger.add("b", [_chained(20, 14)])
+    merged = merger.result()
+    assert [e["index"] for e in merged.events] == [5, 5, 9, 14, 20]
+    assert (
+        len(merged.holes) == 1
+        and "index 14 follows index 12" in merged.holes[0]
+        and "end at index 9" in merged.holes[0]
+    )
+    merger.add("c", [_chained(12, 9)])  # another node had the entry in between
+    assert merger.result().holes == []
+
+
+def test_a_node_streams_whole_lines_only(tmp_path: Path):
+    directory = partition_dir(tmp_path, 0)
+    events = PartitionEvents(directory, segment_bytes=500, max_segments=10)
+    for index in range(1, 21):
+        events.write(_batch(index))
+    newest = sorted(directory.glob("*.jsonl"))[-1]
+    with newest.open("ab") as f:
+        f.write(b'{"index": 21, "posi')  # being written right now
+    chunks = list(read_partition(tmp_path, 0, chunk_bytes=64))
+    assert all(chunk.endswith(b"\n") for chunk in chunks)
+    streamed = [json.loads(line) for chunk in chunks for line in chunk.splitlines()]
+    assert [(e["index"], e["position"]) for e in streamed] == [(i, p) for i in range(1, 21) for p in (0, 1)]
