@@ -9,7 +9,7 @@ NODES ?=
 PORT ?=
 CLUSTER_DIR ?= .groupcoord/cluster
 
-.PHONY: venv run cluster stop test lint proto image
+.PHONY: venv run cluster stop test lint proto image system
 
 venv: $(STAMP)
 
@@ -37,8 +37,12 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 
 # The container tests (tests/deploy) run the image; building it again is quick once the base exists.
-test: lint image
+test: system lint image
 	$(BIN)/pytest
+
+# Java, Chromium, iproute2, Docker (started if none answers), debootstrap: apt-installed when missing, as root.
+system:
+	scripts/system-deps
 
 # groupcoord:latest from a wheelhouse made here (deploy/build-image picks the base image itself).
 image: $(STAMP)

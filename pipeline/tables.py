@@ -40,7 +40,9 @@ def rebalances(events: DataFrame) -> DataFrame:
     """One row per rebalance: from the first `rebalance_started` after the group's previous generation to the next
     `generation_completed`. Later `rebalance_started` events of the same rebalance are counted as `restarts`, not as
     rebalances of their own. A `group_deleted` also closes an open rebalance (completed false), so a group re-created
-    under the same id does not continue its predecessor's rebalance.
+    under the same id does not continue its predecessor's rebalance. `members_before` counts the previous
+    generation's members (0 for a new or deleted group; null when that generation is before the data), and
+    `members_after` the new generation's.
     """
     started = F.col("kind") == STARTED
     closes = (~started).cast("int")
@@ -50,15 +52,19 @@ def rebalances(events: DataFrame) -> DataFrame:
     so_far = log_order.rowsBetween(Window.unboundedPreceding, Window.currentRow)
     marks = marks.withColumn("rebalance", F.sum(closes).over(so_far) - closes)
     members = F.array_size(F.col("details.members")).alias("members")
-    at_start = F.struct(
-        "index", "position", "time_ms", "reason", "member", "details.join_reason", "generation", members
-    )
+    at_start = F.struct("index", "position", "time_ms", "reason", "member", "details.join_reason", "generation")
     at_end = F.struct("kind", "time_ms", "generation", members)
     per = marks.groupBy("partition", "group", "rebalance").agg(
         F.min(F.when(started, at_start)).alias("start"),
         F.count(F.when(started, 1)).alias("starts"),
         F.max(F.when(~started, at_end)).alias("end"),
     )
+    # What the previous rebalance ended in: its generation's members, or none after a deletion.
+    previous = F.lag("end").over(Window.partitionBy("partition", "group").orderBy("rebalance"))
+    members_before = F.when(
+        previous.isNotNull(), F.when(previous.kind == COMPLETED, previous.members).otherwise(0)
+    ).when(F.col("start.generation") == 0, 0)
+    per = per.withColumn("members_before", members_before)
     completed = F.coalesce(F.col("end.kind") == COMPLETED, F.lit(False))
     end_ms = F.when(completed, F.col("end.time_ms"))
     return (
@@ -74,7 +80,7 @@ def rebalances(events: DataFrame) -> DataFrame:
             F.col("start.join_reason").alias("join_reason"),
             F.col("start.generation").alias("generation_before"),
             F.when(completed, F.col("end.generation")).alias("generation_after"),
-            F.col("start.members").alias("members_before"),
+            "members_before",
             F.when(completed, F.col("end.members")).alias("members_after"),
             (F.col("starts") - 1).alias("restarts"),
             completed.alias("completed"),

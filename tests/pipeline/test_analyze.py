@@ -97,7 +97,7 @@ def test_outputs(spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixt
                              "restarts", "completed"]  # fmt: skip
     assert rebalances[2] == ["g1", "0", str(T0 + 20_000), str(T0 + 25_000), "5000", "protocol_changed", "m4", "0",
                              "1", "2", "2", "1", "1", "true"]  # fmt: skip
-    assert rebalances[6] == ["g2", "1", str(T0 + 95_000), "", "", "member_joined", "a3", "0", "3", "", "2", "", "0",
+    assert rebalances[6] == ["g2", "1", str(T0 + 95_000), "", "", "member_joined", "a3", "0", "3", "", "1", "", "0",
                              "false"]  # fmt: skip
     assert len(rebalances) == 1 + 8
     with (out / "commit_rates.csv").open() as f:

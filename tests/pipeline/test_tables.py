@@ -56,20 +56,25 @@ def rebalance(group: str, partition: int, start: int, end: int | None, reason: s
 
 
 REBALANCES = [
-    rebalance("g1", 0, 1000, 4000, "member_joined", "m1", 0, 1, 1, 2),
+    rebalance("g1", 0, 1000, 4000, "member_joined", "m1", 0, 1, 0, 2),
     # restarted once by m1's leave: the cause stays the first start's
     rebalance("g1", 0, 20_000, 25_000, "protocol_changed", "m4", 1, 2, 2, 1, restarts=1),
-    rebalance("g2", 1, 2000, 4500, "member_joined", "a1", 0, 1, 1, 1),
-    rebalance("g2", 1, 5050, 8000, "member_joined", "a2", 1, 2, 2, 2),
-    rebalance("g2", 1, 65_000, 68_000, "session_expired", "a2", 2, 3, 1, 1),
-    rebalance("g2", 1, 95_000, None, "member_joined", "a3", 3, None, 2, None),  # open at the end of the data
-    rebalance("g3", 0, 40_000, None, "member_joined", "b1", 0, None, 1, None),  # ended by the group's deletion
-    rebalance("g3", 0, 50_000, None, "member_joined", "b1", 0, None, 1, None),  # the new g3's own
+    rebalance("g2", 1, 2000, 4500, "member_joined", "a1", 0, 1, 0, 1),
+    rebalance("g2", 1, 5050, 8000, "member_joined", "a2", 1, 2, 1, 2),
+    rebalance("g2", 1, 65_000, 68_000, "session_expired", "a2", 2, 3, 2, 1),
+    rebalance("g2", 1, 95_000, None, "member_joined", "a3", 3, None, 1, None),  # open at the end of the data
+    rebalance("g3", 0, 40_000, None, "member_joined", "b1", 0, None, 0, None),  # ended by the group's deletion
+    rebalance("g3", 0, 50_000, None, "member_joined", "b1", 0, None, 0, None),  # the new g3's own
 ]
 
 
 def test_rebalances(events: DataFrame) -> None:
     assert rows(tables.rebalances(events)) == REBALANCES
+
+
+def test_members_before_a_generation_outside_the_data_are_unknown(events: DataFrame) -> None:
+    later = tables.rebalances(tables.in_range(events, T0 + 60_000, None)).filter("group = 'g2'")
+    assert [(r["generation_before"], r["members_before"]) for r in rows(later)] == [(2, None), (3, 1)]
 
 
 def test_rebalances_by_reason(events: DataFrame) -> None:
