@@ -1,5 +1,5 @@
 """The `groupcoord` command line: one subcommand per job (`node`, `cluster`, `groups`, `members`, `offsets`,
-`chaos`, `events`, `analyze`).
+`chaos`, `events`, `analyze`, `bench`).
 
 Handlers import what they run lazily, so `--help` and a mistyped flag answer without loading grpc.
 """
@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from importlib.metadata import version
 from pathlib import Path
 
-from groupcoord import admin_cli, events_cli
+from groupcoord import admin_cli, bench_cli, events_cli
 from groupcoord.chaos import cli as chaos_cli
 from groupcoord.errors import UserError
 from groupcoord.node import config as node_config
@@ -153,6 +153,7 @@ def build_parser() -> argparse.ArgumentParser:
     chaos_cli.register(commands)
     events_cli.register(commands)
     pipeline_cli.register(commands)
+    bench_cli.register(commands)
     return parser
 
 

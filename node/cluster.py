@@ -75,6 +75,7 @@ class NodeCluster:
         on_commit: Callable[[list[r.Record]], None] | None = None,
         observer: PartitionObserver | None = None,
         events: EventFiles | None = None,
+        raft_settings: RaftSettings | None = None,
     ) -> None:
         peers = parse_peers(peers_text)
         if peers:
@@ -99,7 +100,7 @@ class NodeCluster:
         self.events_root = root if events is not None and events.max_segments else None
         self._by_raft_address = {p.raft_address(k): p for p in self.peers for k in range(partitions)}
         clock = SystemClock()
-        settings = RaftSettings()
+        settings = raft_settings or RaftSettings()
         self.hosts: list[PartitionHost] = []
         for k in range(partitions):
             writer = events.writer(root, k) if events is not None else None

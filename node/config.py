@@ -139,6 +139,26 @@ SETTINGS: tuple[Setting, ...] = (
         "Event files kept per partition, oldest deleted first; 0 writes no event files.",
         minimum=0,
     ),
+    Setting(
+        "event_loop",
+        "uvloop",
+        "Event loop of the gRPC server: `uvloop`, or `asyncio` (the standard loop, for comparison).",
+        choices=("uvloop", "asyncio"),
+    ),
+    Setting(
+        "raft_batch_period_ms",
+        0,
+        "0 sends each Raft entry at once; N > 0 batches entries and sends them every N ms (pysyncobj's "
+        "appendEntriesUseBatch), which is also the leader's heartbeat period.",
+        maximum=1000,
+    ),
+    Setting(
+        "raft_tick_period_ms",
+        50,
+        "Period of each partition replica's pysyncobj tick thread (timeouts, heartbeats, retries).",
+        minimum=1,
+        maximum=1000,
+    ),
     _group(
         "group_min_session_timeout_ms",
         "min_session_timeout_ms",
@@ -220,6 +240,9 @@ class NodeSettings:
     shutdown_grace_ms: int
     events_segment_bytes: int
     events_max_segments: int
+    event_loop: str
+    raft_batch_period_ms: int
+    raft_tick_period_ms: int
     group: GroupConfig
 
 
@@ -299,5 +322,8 @@ def _build(values: dict[str, int | str]) -> NodeSettings:
         shutdown_grace_ms=int(values["shutdown_grace_ms"]),
         events_segment_bytes=int(values["events_segment_bytes"]),
         events_max_segments=int(values["events_max_segments"]),
+        event_loop=str(values["event_loop"]),
+        raft_batch_period_ms=int(values["raft_batch_period_ms"]),
+        raft_tick_period_ms=int(values["raft_tick_period_ms"]),
         group=group,
     )

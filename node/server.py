@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import signal
 import time
@@ -20,6 +21,7 @@ from groupcoord.node.events import EventFiles
 from groupcoord.node.logs import fields
 from groupcoord.node.metrics import NodeMetrics
 from groupcoord.node.service import SERVICE_NAME, GroupCoordinatorService
+from groupcoord.raft.partition import RaftSettings
 
 log = logging.getLogger("groupcoord.node")
 
@@ -74,6 +76,7 @@ class Node:
             on_commit=metrics.on_commit if metrics is not None else None,
             observer=metrics,
             events=EventFiles(settings.events_segment_bytes, settings.events_max_segments),
+            raft_settings=raft_settings(settings),
         )
         service = GroupCoordinatorService(cluster, settings.group.max_id_length, metrics)
         server.add_generic_rpc_handlers((service.generic_handler(),))
@@ -145,8 +148,18 @@ def _on_signal(stop: asyncio.Event, sig: signal.Signals) -> None:
     stop.set()
 
 
+def raft_settings(settings: NodeSettings) -> RaftSettings:
+    """The default RaftSettings unless the node settings ask for batching or another tick period."""
+    tick = RaftSettings(tick_period_s=settings.raft_tick_period_ms / 1000)
+    if not settings.raft_batch_period_ms:
+        return tick
+    return dataclasses.replace(
+        tick, append_entries_use_batch=True, append_entries_period_s=settings.raft_batch_period_ms / 1000
+    )
+
+
 def run(settings: NodeSettings) -> int:
     """Runs a node in the foreground until SIGTERM or SIGINT; 0 after a graceful shutdown."""
     logs.setup(settings.log_level, settings.log_format)
-    uvloop.run(_main(settings))
+    (uvloop.run if settings.event_loop == "uvloop" else asyncio.run)(_main(settings))
     return 0

@@ -1,0 +1,286 @@
+"""Many group members in one process over a few shared channels, following the real protocol.
+
+Thousands of SDK `GroupMember`s, each with its own channel and tasks, would measure the client; here a
+member is a small record and a coroutine, and all members share a `Router` (two channels per node and a
+cache of each group's coordinator). The protocol is the SDK's: JoinGroup (MEMBER_ID_REQUIRED, then again
+with the id), the leader assigns with the range assignor over the members' subscriptions, SyncGroup,
+Heartbeat; REBALANCE_IN_PROGRESS / ILLEGAL_GENERATION / UNKNOWN_MEMBER_ID mean rejoin, and
+COORDINATOR_NOT_AVAILABLE / NOT_COORDINATOR / a transport error mean find the coordinator again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import grpc
+
+from groupcoord.client.assignors import RangeAssignor
+from groupcoord.client.protocol import (
+    PROTOCOL_TYPE,
+    Assignment,
+    Subscription,
+    decode_subscription,
+    encode_assignment,
+    encode_subscription,
+)
+from groupcoord.protocol.errors import Errors
+from groupcoord.protocol.v1 import groupcoord_pb2 as pb
+from groupcoord.protocol.v1 import groupcoord_pb2_grpc as pb_grpc
+
+CHANNEL_OPTIONS = (("grpc.enable_http_proxy", 0),)
+CHANNELS_PER_NODE = 2
+RETRY_S = 0.02
+RPC_TIMEOUT_S = 5.0
+REDISCOVER = frozenset({Errors.COORDINATOR_NOT_AVAILABLE, Errors.NOT_COORDINATOR, Errors.COORDINATOR_LOAD_IN_PROGRESS})
+REJOIN = frozenset({Errors.REBALANCE_IN_PROGRESS, Errors.ILLEGAL_GENERATION, Errors.UNKNOWN_MEMBER_ID})
+TOPIC = "bench"
+
+
+class BenchError(RuntimeError):
+    """The cluster answered something a correct member cannot carry on from."""
+
+
+class Router:
+    """Shared channels and each group's coordinator address."""
+
+    def __init__(self, bootstrap: list[str]) -> None:
+        self.bootstrap = bootstrap
+        self._channels: dict[str, list[grpc.aio.Channel]] = {}
+        self._turn = itertools.count()
+        self._coordinators: dict[str, str] = {}
+
+    def stub(self, address: str) -> pb_grpc.GroupCoordinatorStub:
+        channels = self._channels.get(address)
+        if channels is None:
+            channels = self._channels[address] = [
+                grpc.aio.insecure_channel(address, options=CHANNEL_OPTIONS) for _ in range(CHANNELS_PER_NODE)
+            ]
+        return pb_grpc.GroupCoordinatorStub(channels[next(self._turn) % len(channels)])
+
+    async def coordinator(self, group_id: str) -> str:
+        address = self._coordinators.get(group_id)
+        if address is None:
+            await self.find([group_id])
+            address = self._coordinators[group_id]
+        return address
+
+    def forget(self, group_id: str, address: str) -> None:
+        if self._coordinators.get(group_id) == address:
+            del self._coordinators[group_id]
+
+    async def find(self, group_ids: list[str], deadline_s: float = 60.0) -> None:
+        """Asks the bootstrap nodes in turn until each group has a coordinator (500 groups per call)."""
+        deadline = time.monotonic() + deadline_s
+        missing = [g for g in group_ids if g not in self._coordinators]
+        for attempt in itertools.count():
+            if not missing:
+                return
+            if time.monotonic() > deadline:
+                raise BenchError(f"no coordinator for {len(missing)} groups, e.g. {missing[0]}")
+            node = self.bootstrap[attempt % len(self.bootstrap)]
+            try:
+                for start in range(0, len(missing), 500):
+                    reply = await self.stub(node).FindCoordinator(
+                        pb.FindCoordinatorRequest(group_ids=missing[start : start + 500]), timeout=RPC_TIMEOUT_S
+                    )
+                    for found in reply.coordinators:
+                        if found.error_code == Errors.NONE:
+                            self._coordinators[found.group_id] = f"{found.host}:{found.port}"
+            except grpc.aio.AioRpcError:
+                pass
+            missing = [g for g in missing if g not in self._coordinators]
+            if missing:
+                await asyncio.sleep(RETRY_S)
+
+    async def call(self, group_id: str, method: str, request: Any, timeout_s: float = RPC_TIMEOUT_S) -> Any | None:
+        """The reply, or None after the coordinator was unreachable or moved (looked up again next time)."""
+        address = await self.coordinator(group_id)
+        try:
+            reply = await getattr(self.stub(address), method)(request, timeout=timeout_s)
+        except grpc.aio.AioRpcError:
+            reply = None
+        if reply is None or getattr(reply, "error_code", Errors.NONE) in REDISCOVER:
+            self.forget(group_id, address)
+            await asyncio.sleep(RETRY_S)
+            return None
+        return reply
+
+    async def close(self) -> None:
+        for channels in self._channels.values():
+            for channel in channels:
+                await channel.close()
+        self._channels.clear()
+
+
+@dataclass
+class Member:
+    group_id: str
+    group_instance_id: str = ""
+    session_timeout_ms: int = 10_000
+    rebalance_timeout_ms: int = 30_000
+    member_id: str = ""
+    generation_id: int = -1
+    joining: bool = True
+    synced_at: float = 0.0  # perf_counter() of the last successful SyncGroup
+    assignment: bytes = b""
+    heartbeats: int = 0
+    # (perf_counter at the answer, latency in ms) of successful heartbeats while `record` is set.
+    latencies: list[tuple[float, float]] = field(default_factory=list)
+    record: bool = False
+    errors: dict[str, int] = field(default_factory=dict)
+
+    def count_error(self, what: str) -> None:
+        self.errors[what] = self.errors.get(what, 0) + 1
+
+
+def subscription(partitions: int) -> bytes:
+    return encode_subscription(Subscription({TOPIC: partitions}))
+
+
+def assign(members: Any) -> list[pb.SyncGroupRequest.Assignment]:
+    """The leader's job, as the SDK does it: decode every subscription, range-assign, encode."""
+    subscriptions = {m.member_id: decode_subscription(m.metadata) for m in members}
+    assigned = RangeAssignor().assign(subscriptions)
+    return [
+        pb.SyncGroupRequest.Assignment(member_id=m, assignment=encode_assignment(assigned.get(m, Assignment(()))))
+        for m in subscriptions
+    ]
+
+
+async def join(router: Router, m: Member, metadata: bytes) -> None:
+    """JoinGroup + SyncGroup until this member has an assignment in some generation."""
+    m.joining = True
+    protocol = pb.JoinGroupRequest.Protocol(name=RangeAssignor.name, metadata=metadata)
+    request = pb.JoinGroupRequest(
+        group_id=m.group_id,
+        group_instance_id=m.group_instance_id,
+        client_id="bench",
+        protocol_type=PROTOCOL_TYPE,
+        protocols=[protocol],
+        session_timeout_ms=m.session_timeout_ms,
+        rebalance_timeout_ms=m.rebalance_timeout_ms,
+    )
+    while True:
+        request.member_id = m.member_id
+        joined = await router.call(m.group_id, "JoinGroup", request, m.rebalance_timeout_ms / 1000 + 10)  # fmt: skip
+        if joined is None:
+            continue
+        if joined.error_code == Errors.MEMBER_ID_REQUIRED:
+            m.member_id = joined.member_id
+            continue
+        if joined.error_code in REJOIN:
+            m.count_error(Errors(joined.error_code).name)
+            if joined.error_code == Errors.UNKNOWN_MEMBER_ID:
+                m.member_id = ""
+            await asyncio.sleep(RETRY_S)
+            continue
+        if joined.error_code != Errors.NONE:
+            raise BenchError(f"JoinGroup {m.group_id}: error {joined.error_code} {joined.error_message}")
+        m.member_id = joined.member_id
+        sync = pb.SyncGroupRequest(group_id=m.group_id, member_id=m.member_id, group_instance_id=m.group_instance_id)
+        sync.generation_id, sync.protocol_name = joined.generation_id, joined.protocol_name
+        sync.protocol_type = PROTOCOL_TYPE
+        if joined.leader == joined.member_id and not joined.skip_assignment:
+            sync.assignments.extend(assign(joined.members))
+        synced = await router.call(m.group_id, "SyncGroup", sync, m.rebalance_timeout_ms / 1000 + 10)
+        if synced is None:
+            continue
+        if synced.error_code in REJOIN:
+            if synced.error_code == Errors.UNKNOWN_MEMBER_ID:
+                m.member_id = ""
+            continue
+        if synced.error_code != Errors.NONE:
+            raise BenchError(f"SyncGroup {m.group_id}: error {synced.error_code} {synced.error_message}")
+        m.generation_id, m.assignment, m.joining = joined.generation_id, synced.assignment, False
+        m.synced_at = time.perf_counter()
+        return
+
+
+async def heartbeat(router: Router, m: Member) -> int | None:
+    """One Heartbeat; its error code, or None when the coordinator could not be reached."""
+    request = pb.HeartbeatRequest(
+        group_id=m.group_id, generation_id=m.generation_id, member_id=m.member_id, group_instance_id=m.group_instance_id
+    )
+    sent = time.perf_counter()
+    reply = await router.call(m.group_id, "Heartbeat", request)
+    if reply is None:
+        m.count_error("unreachable")
+        return None
+    if reply.error_code == Errors.NONE:
+        m.heartbeats += 1
+        if m.record:
+            now = time.perf_counter()
+            m.latencies.append((now, (now - sent) * 1000))
+    elif reply.error_code == Errors.FENCED_INSTANCE_ID:
+        raise BenchError(f"Heartbeat {m.group_id}: {m.group_instance_id} fenced")
+    else:
+        m.count_error(Errors(reply.error_code).name)
+    return reply.error_code
+
+
+async def run_member(
+    router: Router, m: Member, metadata: bytes, interval_s: Callable[[], float], stop: asyncio.Event
+) -> None:
+    """Join, then heartbeat every `interval_s()` (read each time: a scenario changes it) until `stop`;
+    after a failed heartbeat the next one follows at once."""
+    await join(router, m, metadata)
+    code: int | None = Errors.NONE
+    while not stop.is_set():
+        if code == Errors.NONE:
+            try:
+                await asyncio.wait_for(stop.wait(), interval_s())
+                return
+            except TimeoutError:
+                pass
+        code = await heartbeat(router, m)
+        if code in REJOIN:
+            if code == Errors.UNKNOWN_MEMBER_ID:
+                m.member_id = ""
+            await join(router, m, metadata)
+            code = Errors.NONE
+
+
+def stable(members: list[Member], above_generation: int = 0) -> bool:
+    """Every member has an assignment in one and the same generation (above `above_generation`) and nobody
+    is rejoining."""
+    generations = {m.generation_id for m in members}
+    return len(generations) == 1 and min(generations) > above_generation and not any(m.joining for m in members)
+
+
+async def wait_stable(
+    members: list[Member], timeout_s: float, above_generation: int = 0, poll_s: float = 0.005
+) -> float:
+    """perf_counter() of the last SyncGroup that made the group stable; BenchError after `timeout_s`."""
+    deadline = time.monotonic() + timeout_s
+    while not stable(members, above_generation):
+        if time.monotonic() > deadline:
+            joining = sum(m.joining for m in members)
+            raise BenchError(f"{members[0].group_id}: not stable after {timeout_s:.0f} s ({joining} still joining)")
+        await asyncio.sleep(poll_s)
+    return max(m.synced_at for m in members)
+
+
+async def leave(router: Router, members: list[Member]) -> None:
+    """One batch LeaveGroup for all of them (KIP-345), so a scenario ends without session expiries."""
+    identities = [
+        pb.LeaveGroupRequest.MemberIdentity(member_id=m.member_id, group_instance_id=m.group_instance_id)
+        for m in members
+    ]
+    await router.call(members[0].group_id, "LeaveGroup", pb.LeaveGroupRequest(group_id=members[0].group_id,
+                                                                              members=identities))  # fmt: skip
+
+
+async def describe(router: Router, group_id: str) -> tuple[pb.DescribeGroupsResponse.Group, float]:
+    """The group as its coordinator describes it, and how long the call took in ms."""
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        sent = time.perf_counter()
+        reply = await router.call(group_id, "DescribeGroups", pb.DescribeGroupsRequest(group_ids=[group_id]))
+        if reply is not None:
+            return reply.groups[0], (time.perf_counter() - sent) * 1000
+    raise BenchError(f"DescribeGroups {group_id}: no coordinator answered in 30 s")

@@ -1,0 +1,120 @@
+"""`commit-latency` and `commit-throughput`: OffsetCommit by members of real groups (each commit is one Raft
+entry, answered once committed on a majority)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from typing import Any
+
+from groupcoord.bench.cluster import BenchCluster
+from groupcoord.bench.members import REDISCOVER, RETRY_S, BenchError, Member, Router, join, leave, subscription
+from groupcoord.bench.stats import summary
+from groupcoord.protocol.errors import Errors
+from groupcoord.protocol.v1 import groupcoord_pb2 as pb
+
+TOPIC = "orders"
+RETRIES = 500
+
+
+def _commit(m: Member, partition: int, offset: int) -> pb.OffsetCommitRequest:
+    return pb.OffsetCommitRequest(
+        group_id=m.group_id,
+        generation_id=m.generation_id,
+        member_id=m.member_id,
+        group_instance_id=m.group_instance_id,
+        topics=[
+            pb.OffsetCommitRequest.Topic(
+                name=TOPIC, partitions=[pb.OffsetCommitRequest.Partition(partition_index=partition,
+                                                                          committed_offset=offset)]
+            )
+        ],
+    )  # fmt: skip
+
+
+async def _commit_once(router: Router, m: Member, partition: int, offset: int) -> float:
+    """One acknowledged commit, retried at the new coordinator if the partition moved; its latency in ms."""
+    sent = time.perf_counter()
+    for _ in range(RETRIES):
+        address = await router.coordinator(m.group_id)
+        reply = await router.call(m.group_id, "OffsetCommit", _commit(m, partition, offset))
+        code = reply.topics[0].partitions[0].error_code if reply is not None else Errors.COORDINATOR_NOT_AVAILABLE
+        if code == Errors.NONE:
+            return (time.perf_counter() - sent) * 1000
+        if code not in REDISCOVER:
+            raise BenchError(f"OffsetCommit {m.group_id}: {Errors(code).name}")
+        router.forget(m.group_id, address)
+        await asyncio.sleep(RETRY_S)
+    raise BenchError(f"OffsetCommit {m.group_id}: no coordinator after {RETRIES} tries")
+
+
+async def _members(router: Router, groups: int) -> list[Member]:
+    """One Stable single-member group each; the members do not heartbeat (5-minute sessions outlast the run)."""
+    members = [Member(f"commit-{uuid.uuid4().hex[:8]}-{g}", session_timeout_ms=300_000) for g in range(groups)]
+    metadata = subscription(1)
+    await asyncio.gather(*(join(router, m, metadata) for m in members))
+    return members
+
+
+def _cpu(cluster: BenchCluster, before: dict[int, float], client_before: float, seconds: float) -> dict[str, Any]:
+    after = cluster.cpu_s()
+    return {
+        "nodes_cpu_percent": {str(i): round(100 * (after[i] - before[i]) / seconds, 1) for i in after if i in before},
+        "client_cpu_percent": round(100 * (time.process_time() - client_before) / seconds, 1),
+    }
+
+
+async def commit_latency(cluster: BenchCluster, ops: int) -> dict[str, Any]:
+    """One client, sequential OffsetCommit of one partition."""
+    router = Router(list(cluster.addresses.values()))
+    try:
+        (m,) = await _members(router, 1)
+        for offset in range(20):  # warm-up: connections, the coordinator's first batches
+            await _commit_once(router, m, 0, offset)
+        cpu_before, client_before, start = cluster.cpu_s(), time.process_time(), time.perf_counter()
+        latencies = [await _commit_once(router, m, 0, offset) for offset in range(ops)]
+        elapsed = time.perf_counter() - start
+        await leave(router, [m])
+        return {
+            "ops": ops,
+            "latency": summary(latencies),
+            "ops_per_s": round(ops / elapsed, 1),
+            **_cpu(cluster, cpu_before, client_before, elapsed),
+        }
+    finally:
+        await router.close()
+
+
+async def commit_throughput(cluster: BenchCluster, in_flight: int, duration_s: float, groups: int) -> dict[str, Any]:
+    """`in_flight` commit loops spread over `groups` single-member groups (so over the partitions and their
+    leaders), each committing its own partition, for `duration_s`."""
+    router = Router(list(cluster.addresses.values()))
+    try:
+        members = await _members(router, groups)
+        latencies: list[list[float]] = [[] for _ in range(in_flight)]
+
+        async def loop(worker: int, until: float) -> None:
+            m, offset = members[worker % groups], 0
+            while time.perf_counter() < until:
+                latencies[worker].append(await _commit_once(router, m, worker, offset))
+                offset += 1
+
+        await asyncio.gather(*(loop(w, time.perf_counter() + 1.0) for w in range(in_flight)))  # warm-up
+        latencies = [[] for _ in range(in_flight)]
+        cpu_before, client_before, start = cluster.cpu_s(), time.process_time(), time.perf_counter()
+        await asyncio.gather(*(loop(w, start + duration_s) for w in range(in_flight)))
+        elapsed = time.perf_counter() - start
+        done = [x for per in latencies for x in per]
+        await asyncio.gather(*(leave(router, [m]) for m in members))
+        return {
+            "in_flight": in_flight,
+            "groups": groups,
+            "seconds": round(elapsed, 3),
+            "ops": len(done),
+            "ops_per_s": round(len(done) / elapsed, 1),
+            "latency": summary(done),
+            **_cpu(cluster, cpu_before, client_before, elapsed),
+        }
+    finally:
+        await router.close()

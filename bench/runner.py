@@ -1,0 +1,69 @@
+"""Runs one scenario `--runs` times, each on a fresh cluster that is always stopped, and prints every run and
+the per-figure medians."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import uvloop
+
+from groupcoord.admin_cli import parse_bootstrap
+from groupcoord.bench import groups, offsets, scale
+from groupcoord.bench.cluster import BenchCluster
+from groupcoord.bench.stats import emit, machine, median_of
+from groupcoord.errors import UserError
+
+Scenario = Callable[[BenchCluster, argparse.Namespace], Awaitable[dict[str, Any]]]
+KILLS_A_NODE = ("failover", "scale")
+
+
+def _scenario(name: str) -> Scenario:
+    table: dict[str, Scenario] = {
+        "commit-latency": lambda c, a: offsets.commit_latency(c, a.ops),
+        "commit-throughput": lambda c, a: offsets.commit_throughput(c, a.in_flight, a.duration, a.groups),
+        "join": lambda c, a: groups.join(c, a.members, a.heartbeat_interval_ms),
+        "rebalance": lambda c, a: groups.rebalance(c, a.members, a.heartbeat_interval_ms),
+        "failover": lambda c, a: groups.failover(c, a.groups, a.members_per_group, a.heartbeat_interval_ms),
+        "heartbeats": lambda c, a: scale.heartbeats(c, a),
+        "scale": lambda c, a: scale.scale(c, a),
+    }
+    return table[name]
+
+
+def _options(args: argparse.Namespace) -> dict[str, Any]:
+    skip = {"handler", "command", "scenario", "json", "runs", "bootstrap", "node_flag"}
+    return {k: v for k, v in vars(args).items() if k not in skip}
+
+
+def run(args: argparse.Namespace) -> int:
+    bootstrap = parse_bootstrap(args.bootstrap) if args.bootstrap else None
+    if bootstrap and args.scenario in KILLS_A_NODE:
+        raise UserError(f"{args.scenario} kills a node: it needs a cluster of its own (no --bootstrap)")
+    scenario = _scenario(args.scenario)
+    runs: list[dict[str, Any]] = []
+    node_flags: list[str] = []
+    for _ in range(args.runs):
+        cluster = BenchCluster(args.node_flag, bootstrap)
+        node_flags = cluster.node_flags if cluster.owned else []
+        load = round(os.getloadavg()[0], 2)
+        try:
+            cluster.start()
+            result = uvloop.run(scenario(cluster, args))
+        finally:
+            cluster.stop()
+        runs.append({"loadavg_1m_before": load, **result})
+    emit(
+        {
+            "scenario": args.scenario,
+            "options": _options(args),
+            "cluster": {"bootstrap": bootstrap, "node_flags": node_flags},
+            "machine": machine(),
+            "median": median_of(runs),
+            "runs": runs,
+        },
+        args.json,
+    )
+    return 0

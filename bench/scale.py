@@ -1,0 +1,239 @@
+"""`heartbeats` and `scale`: many members over many groups, formed by several client processes
+(bench/worker.py) so that one Python process is not the bottleneck."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import math
+import random
+import sys
+import time
+import uuid
+from collections import Counter
+from typing import Any
+
+import grpc
+
+from groupcoord.bench.cluster import BenchCluster, proc_cpu_s
+from groupcoord.bench.members import RETRY_S, Router, describe
+from groupcoord.bench.stats import summary
+from groupcoord.protocol.errors import Errors
+from groupcoord.protocol.v1 import groupcoord_pb2 as pb
+
+CLIENT_CALLS_PER_S = 3000  # what one client process sustains, roughly, next to the nodes on 2 cores
+READY_TIMEOUT_S = 600.0
+SCALE_SESSION_TIMEOUT_MS = 600_000  # members of `scale` stop heartbeating once formed
+DESCRIBE_BATCH = 100
+IDLE_SAMPLE_S = 3.0
+
+
+class Workers:
+    """Client processes, each forming a slice of the groups."""
+
+    def __init__(self, cluster: BenchCluster, groups: list[str], clients: int, per_group: int,
+                 interval_ms: int, session_timeout_ms: int) -> None:  # fmt: skip
+        self.procs: list[asyncio.subprocess.Process] = []
+        self.configs = [
+            {
+                "bootstrap": list(cluster.addresses.values()),
+                "groups": groups[i::clients],
+                "members_per_group": per_group,
+                "interval_ms": interval_ms,
+                "session_timeout_ms": session_timeout_ms,
+                "concurrency": 50,
+            }
+            for i in range(clients)
+        ]
+
+    async def start(self) -> list[dict[str, Any]]:
+        """Starts them; their ready lines once every group is Stable."""
+        for config in self.configs:
+            cmd = [sys.executable, "-m", "groupcoord.bench.worker", json.dumps(config)]
+            pipe = asyncio.subprocess.PIPE
+            self.procs.append(await asyncio.create_subprocess_exec(*cmd, stdin=pipe, stdout=pipe))
+        return await asyncio.wait_for(asyncio.gather(*(self._line(p) for p in self.procs)), READY_TIMEOUT_S)
+
+    async def ask(self, line: str) -> list[dict[str, Any]]:
+        for p in self.procs:
+            assert p.stdin is not None
+            p.stdin.write(line.encode() + b"\n")
+        return await asyncio.gather(*(self._line(p) for p in self.procs))
+
+    @staticmethod
+    async def _line(p: asyncio.subprocess.Process) -> dict[str, Any]:
+        assert p.stdout is not None
+        line = await p.stdout.readline()
+        if not line:
+            raise RuntimeError(f"bench worker {p.pid} exited with {await p.wait()}")
+        return json.loads(line)
+
+    async def close(self, leave_groups: bool) -> None:
+        """Ends every worker: after their groups leave, or at once (EOF); killed if one hangs."""
+        for p in self.procs:
+            if p.returncode is None and p.stdin is not None:
+                if leave_groups:
+                    p.stdin.write(b"leave\n")
+                p.stdin.close()
+        for p in self.procs:
+            try:
+                await asyncio.wait_for(p.wait(), 60)
+            except TimeoutError:
+                p.kill()
+                await p.wait()
+
+    def pids(self) -> list[int]:
+        return [p.pid for p in self.procs]
+
+
+def _nodes_cpu(cluster: BenchCluster) -> float:
+    return sum(cluster.cpu_s().values())
+
+
+async def _heartbeat_step(
+    cluster: BenchCluster, args: argparse.Namespace, wanted: int, idle_cpu: float
+) -> dict[str, Any]:
+    """One step of M members; node CPU per heartbeat is above the nodes' idle CPU (`idle_cpu` s/s)."""
+    per_group = args.members_per_group
+    groups = max(wanted // per_group, 1)
+    members = groups * per_group
+    rate = members / (args.interval_ms / 1000)
+    clients = args.clients or max(1, math.ceil(rate / CLIENT_CALLS_PER_S))
+    tag = uuid.uuid4().hex[:6]
+    workers = Workers(cluster, [f"hb-{tag}-{g}" for g in range(groups)], clients, per_group, args.interval_ms,
+                      max(30_000, 3 * args.interval_ms))  # fmt: skip
+    try:
+        ready = await workers.start()
+        nodes_before, start = _nodes_cpu(cluster), time.perf_counter()
+        results = await workers.ask(f"go {args.window}")
+        elapsed = time.perf_counter() - start
+        nodes_cpu = _nodes_cpu(cluster) - nodes_before
+        busy_cpu = max(nodes_cpu - idle_cpu * elapsed, 0.0)
+    finally:
+        await workers.close(leave_groups=True)
+    latencies = [x for r in results for x in r["latencies_ms"]]
+    count = len(latencies)
+    errors: Counter[str] = Counter()
+    for r in results:
+        errors.update(r["errors"])
+    client_cpu = sum(r["cpu_s"] for r in results)
+    stats = summary(latencies)
+    return {
+        "members": members,
+        "groups": groups,
+        "clients": clients,
+        "form_s": max(r["form_s"] for r in ready),
+        "heartbeats": count,
+        "heartbeats_per_s": round(count / elapsed, 1),
+        "latency": stats,
+        "errors": dict(errors),
+        "held": bool(count) and stats["p99_ms"] < args.p99_limit_ms and not errors,
+        "nodes_cpu_percent": round(100 * nodes_cpu / elapsed, 1),
+        "nodes_idle_cpu_percent": round(100 * idle_cpu, 1),
+        "clients_cpu_percent": round(100 * client_cpu / elapsed, 1),
+        "nodes_cpu_us_per_heartbeat": round(1e6 * busy_cpu / count, 1) if count else math.nan,
+        "clients_cpu_us_per_heartbeat": round(1e6 * client_cpu / count, 1) if count else math.nan,
+    }
+
+
+async def heartbeats(cluster: BenchCluster, args: argparse.Namespace) -> dict[str, Any]:
+    """Steps M up until heartbeat p99 passes the limit (or an error shows); the largest M that held."""
+    before, start = _nodes_cpu(cluster), time.perf_counter()
+    await asyncio.sleep(IDLE_SAMPLE_S)
+    idle = (_nodes_cpu(cluster) - before) / (time.perf_counter() - start)
+    steps: dict[str, Any] = {}
+    for wanted in args.members:
+        step = await _heartbeat_step(cluster, args, wanted, idle)
+        steps[str(wanted)] = step
+        if not step["held"]:
+            break
+    held = [s["members"] for s in steps.values() if s["held"]]
+    return {"largest_members_held": max(held, default=0), "steps": steps}
+
+
+async def _stable_count(router: Router, groups: list[str], per_group: int, timeout_s: float = 60.0) -> int:
+    """Groups their coordinator describes as Stable with every member (one call per 100 groups per coordinator);
+    groups whose coordinator is gone or moved are asked again at the new one."""
+    deadline = time.monotonic() + timeout_s
+    left, stable = list(groups), 0
+    while left:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{len(left)} groups not described after {timeout_s:.0f} s")
+        await router.find(left)
+        by_coordinator: dict[str, list[str]] = {}
+        for g in left:
+            by_coordinator.setdefault(await router.coordinator(g), []).append(g)
+        left = []
+        for address, ids in by_coordinator.items():
+            for start in range(0, len(ids), DESCRIBE_BATCH):
+                batch = ids[start : start + DESCRIBE_BATCH]
+                try:
+                    reply = await router.stub(address).DescribeGroups(pb.DescribeGroupsRequest(group_ids=batch),
+                                                                      timeout=30)  # fmt: skip
+                except grpc.aio.AioRpcError:
+                    answered = []
+                else:
+                    answered = [g for g in reply.groups if g.error_code == Errors.NONE]
+                    stable += sum(g.group_state == "Stable" and len(g.members) == per_group for g in answered)
+                done = {g.group_id for g in answered}
+                for g in batch:
+                    if g not in done:
+                        router.forget(g, address)
+                        left.append(g)
+        if left:
+            await asyncio.sleep(RETRY_S)
+    return stable
+
+
+async def _list_groups(router: Router, address: str) -> tuple[int, float]:
+    sent = time.perf_counter()
+    reply = await router.stub(address).ListGroups(pb.ListGroupsRequest(), timeout=30)
+    return len(reply.groups), (time.perf_counter() - sent) * 1000
+
+
+async def scale(cluster: BenchCluster, args: argparse.Namespace) -> dict[str, Any]:
+    """G static groups formed, members then silent (10-minute sessions): memory, admin latency, failover."""
+    per_group = args.members_per_group
+    names = [f"scale-{uuid.uuid4().hex[:6]}-{g}" for g in range(args.groups)]
+    workers = Workers(cluster, names, args.clients, per_group, 0, SCALE_SESSION_TIMEOUT_MS)
+    start = time.perf_counter()
+    try:
+        await workers.start()
+        form_s = time.perf_counter() - start
+        clients_cpu = sum(c for pid in workers.pids() if (c := proc_cpu_s(pid)) is not None)
+    finally:
+        await workers.close(leave_groups=False)
+    router = Router(list(cluster.addresses.values()))
+    try:
+        rss = cluster.rss_mb()
+        sample = random.sample(names, min(args.samples, len(names)))
+        describe_ms = [(await describe(router, g))[1] for g in sample]
+        listed = [await _list_groups(router, a) for a in cluster.addresses.values() for _ in range(5)]
+        stable_before = await _stable_count(router, names, per_group)
+        leaders = cluster.leaders() or {}
+        victim = Counter(leaders.values()).most_common(1)[0][0]
+        cluster.kill(victim)
+        killed = time.perf_counter()
+        serving_s = await asyncio.to_thread(cluster.wait_ready, 60.0)
+        stable_after = await _stable_count(router, names, per_group)
+        all_described_s = time.perf_counter() - killed
+        return {
+            "groups": args.groups,
+            "members": args.groups * per_group,
+            "form_s": round(form_s, 2),
+            "form_groups_per_s": round(args.groups / form_s, 1),
+            "clients": args.clients,
+            "clients_cpu_s": round(clients_cpu, 1),
+            "rss_mb": {str(i): round(v, 1) for i, v in rss.items()},
+            "describe_groups": summary(describe_ms),
+            "list_groups": {"groups_listed": listed[0][0], **summary(ms for _, ms in listed)},
+            "stable_before_kill": stable_before,
+            "killed_node": victim,
+            "partitions_moved": sum(v == victim for v in leaders.values()),
+            "new_leaders_serving_s": round(serving_s, 3),
+            "all_groups_described_s": round(all_described_s, 3),
+            "stable_after_kill": stable_after,
+        }
+    finally:
+        await router.close()

@@ -1,0 +1,100 @@
+"""`groupcoord bench SCENARIO`: the benchmarks of docs/PERFORMANCE.md. Each starts its own 3-node cluster on
+127.0.0.1-3 (free ports, a temporary dir, --group-initial-rebalance-delay-ms=0) and stops it at the end, or uses
+--bootstrap. Prints a table, or JSON with --json. The client load shares the machine with the nodes, so its CPU is
+reported too; no target is asserted, figures are reported as measured."""
+
+from __future__ import annotations
+
+import argparse
+
+SCENARIOS = {
+    "commit-latency": "one client, sequential OffsetCommit of one partition → p50/p99/max",
+    "commit-throughput": "many commits in flight for a while → ops/s, p50/p99",
+    "join": "N members join one fresh group → seconds until all are Stable with an assignment",
+    "rebalance": "a Stable group of N, one member leaves → seconds until the rest are Stable again",
+    "failover": "G Stable groups, kill -9 of the node coordinating most → seconds until all heartbeat again",
+    "heartbeats": "M members heartbeating at 3 s intervals, M stepped up → the largest M with p99 under a limit",
+    "scale": "G groups x 5 members → RSS per node, DescribeGroups/ListGroups latency, failover time",
+}
+
+
+def _sizes(text: str) -> list[int]:
+    try:
+        sizes = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated counts, got {text!r}") from None
+    if not sizes or min(sizes) < 1:
+        raise argparse.ArgumentTypeError(f"expected counts of at least 1, got {text!r}")
+    return sizes
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected at least 1, got {value}")
+    return value
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true", help="JSON on stdout (the table goes to stderr)")
+    parser.add_argument("--runs", type=_positive, default=1, metavar="N", help="runs, each on a fresh cluster; "
+                        "the output has every run and the per-figure median (default: 1)")  # fmt: skip
+    parser.add_argument("--bootstrap", metavar="HOST:PORT,...", help="use this running cluster instead of starting "
+                        "one (not for failover and scale, which kill a node)")  # fmt: skip
+    parser.add_argument("--node-flag", action="append", default=[], metavar="FLAG", help="extra flag for every node "
+                        "the benchmark starts, e.g. --node-flag=--event-loop=asyncio (repeatable)")  # fmt: skip
+
+
+def _add_options(name: str, p: argparse.ArgumentParser) -> None:
+    if name == "commit-latency":
+        p.add_argument("--ops", type=_positive, default=3000, help="sequential commits (default: %(default)s)")
+    elif name == "commit-throughput":
+        p.add_argument("--in-flight", type=_positive, default=64, help="concurrent commits (default: %(default)s)")
+        p.add_argument("--duration", type=float, default=10.0, metavar="S", help="seconds (default: %(default)s)")
+        p.add_argument("--groups", type=_positive, default=8, help="single-member groups the commits are spread "
+                       "over, so over partitions and leaders (default: %(default)s)")  # fmt: skip
+    elif name in ("join", "rebalance"):
+        p.add_argument("--members", type=_sizes, default=[100, 1000], metavar="N,...",
+                       help="group sizes, one fresh group each (default: 100,1000)")  # fmt: skip
+        p.add_argument("--heartbeat-interval-ms", type=_positive, metavar="MS",
+                       help="members' heartbeat interval (default: max(200, N/2) ms)")  # fmt: skip
+    elif name == "failover":
+        p.add_argument("--groups", type=_positive, default=30, help="groups, half static (default: %(default)s)")
+        p.add_argument("--members-per-group", type=_positive, default=10, help="(default: %(default)s)")
+        p.add_argument("--heartbeat-interval-ms", type=_positive, default=300, metavar="MS",
+                       help="members' heartbeat interval (default: %(default)s)")  # fmt: skip
+    elif name == "heartbeats":
+        p.add_argument("--members", type=_sizes, default=[2000, 5000, 10000, 20000], metavar="M,...",
+                       help="member counts to try in turn, stopping at the first over the limit "
+                       "(default: 2000,5000,10000,20000)")  # fmt: skip
+        p.add_argument("--members-per-group", type=_positive, default=20, help="(default: %(default)s)")
+        p.add_argument("--interval-ms", type=_positive, default=3000, help="heartbeat interval (default: %(default)s)")
+        p.add_argument("--window", type=float, default=15.0, metavar="S", help="measured seconds per step "
+                       "(default: %(default)s)")  # fmt: skip
+        p.add_argument("--p99-limit-ms", type=float, default=50.0, help="(default: %(default)s)")
+        p.add_argument("--clients", type=int, default=0, metavar="N", help="client processes (default: one per "
+                       "3,000 heartbeats/s)")  # fmt: skip
+    elif name == "scale":
+        p.add_argument("--groups", type=_positive, default=10_000, help="(default: %(default)s)")
+        p.add_argument("--members-per-group", type=_positive, default=5, help="(default: %(default)s)")
+        p.add_argument("--clients", type=_positive, default=2, metavar="N", help="client processes forming the "
+                       "groups (default: %(default)s)")  # fmt: skip
+        p.add_argument("--samples", type=_positive, default=200, help="DescribeGroups calls timed "
+                       "(default: %(default)s)")  # fmt: skip
+
+
+def _run(args: argparse.Namespace) -> int:
+    from groupcoord.bench.runner import run
+
+    return run(args)
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    text = "run a benchmark against a fresh local 3-node cluster (docs/PERFORMANCE.md)"
+    bench = commands.add_parser("bench", help=text, description=__doc__.split("`: ", 1)[1])
+    scenarios = bench.add_subparsers(title="scenarios", dest="scenario", required=True, metavar="SCENARIO")
+    for name, text in SCENARIOS.items():
+        p = scenarios.add_parser(name, help=text, description=text)
+        _common(p)
+        _add_options(name, p)
+        p.set_defaults(handler=_run)

@@ -1,0 +1,124 @@
+"""Every benchmark scenario at tiny scale through the CLI, against the cluster it starts: the JSON must be
+complete and consistent. Timings are never asserted (docs/PERFORMANCE.md records them)."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+
+import pytest
+
+from groupcoord.bench.stats import median_of, percentile, summary
+
+
+def bench(*argv: str, timeout: float = 60) -> dict:
+    out = subprocess.run(
+        [sys.executable, "-m", "groupcoord", "bench", *argv, "--json"],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    result = json.loads(out.stdout)
+    assert result["scenario"] == argv[0]
+    assert "--group-initial-rebalance-delay-ms=0" in result["cluster"]["node_flags"]
+    assert result["machine"]["cpus"] >= 1
+    return result
+
+
+def ordered(latency: dict, count: int) -> None:
+    assert latency["count"] == count
+    assert latency["p50_ms"] <= latency["p99_ms"] <= latency["max_ms"]
+
+
+def test_stats() -> None:
+    assert percentile([5.0, 1.0, 3.0, 2.0, 4.0], 50) == 3.0
+    assert percentile([float(x) for x in range(1, 101)], 99) == 99.0
+    assert math.isnan(percentile([], 50))
+    assert summary([3.0, 1.0, 2.0]) == {"count": 3, "p50_ms": 2.0, "p99_ms": 3.0, "max_ms": 3.0}
+    runs = [{"a": 1, "b": {"c": 10.0}, "s": "x"}, {"a": 3, "b": {"c": 30.0}, "s": "y"}, {"a": 2, "b": {"c": 20.0}}]
+    assert median_of(runs) == {"a": 2, "b": {"c": 20.0}, "s": "x"}
+
+
+@pytest.mark.timeout(60)
+def test_commit_latency_two_runs() -> None:
+    result = bench("commit-latency", "--ops", "40", "--runs", "2")
+    assert len(result["runs"]) == 2
+    for run in result["runs"]:
+        ordered(run["latency"], 40)
+        assert set(run["nodes_cpu_percent"]) == {"1", "2", "3"}
+    assert result["median"]["ops"] == 40
+
+
+@pytest.mark.timeout(60)
+def test_commit_throughput() -> None:
+    run = bench("commit-throughput", "--in-flight", "8", "--duration", "1", "--groups", "2")["runs"][0]
+    assert (run["in_flight"], run["groups"]) == (8, 2)
+    assert run["ops"] > 0
+    ordered(run["latency"], run["ops"])
+
+
+@pytest.mark.timeout(60)
+def test_join() -> None:
+    sizes = bench("join", "--members", "5,30")["runs"][0]["sizes"]
+    assert set(sizes) == {"5", "30"}
+    for size, got in sizes.items():
+        n = int(size)
+        assert got["state"] == "Stable"
+        assert got["members"] == got["members_described"] == got["members_with_assignment"] == n
+        assert got["generation_id"] >= 1 and got["seconds"] > 0
+
+
+@pytest.mark.timeout(60)
+def test_rebalance() -> None:
+    got = bench("rebalance", "--members", "6")["runs"][0]["sizes"]["6"]
+    assert got["state"] == "Stable"
+    assert got["members_described"] == got["members_with_assignment"] == 5
+    assert got["generation_id"] > got["generation_before"]
+
+
+@pytest.mark.timeout(60)
+def test_failover() -> None:
+    run = bench("failover", "--groups", "4", "--members-per-group", "3")["runs"][0]
+    assert run["groups"] == 4 and run["killed_node"] in (1, 2, 3)
+    assert 1 <= run["groups_moved"] <= 4
+    ordered(run["all_heartbeating_s"], run["groups_moved"])
+    assert run["generation_bumps"] == run["generation_bumps_moved"] == 0
+    assert run["stable_at_end"] == 4
+
+
+@pytest.mark.timeout(60)
+def test_heartbeats() -> None:
+    run = bench(
+        "heartbeats", "--members", "20,40", "--members-per-group", "10", "--interval-ms", "300", "--window", "1.5",
+        "--p99-limit-ms", "100000",
+    )["runs"][0]  # fmt: skip
+    assert set(run["steps"]) == {"20", "40"}
+    for size, step in run["steps"].items():
+        assert step["members"] == int(size) and step["groups"] == int(size) // 10
+        ordered(step["latency"], step["heartbeats"])
+        assert step["heartbeats"] > 0 and step["held"]
+    assert run["largest_members_held"] == 40
+
+
+@pytest.mark.timeout(60)
+def test_scale() -> None:
+    run = bench("scale", "--groups", "30", "--samples", "10", "--clients", "2")["runs"][0]
+    assert (run["groups"], run["members"]) == (30, 150)
+    assert run["stable_before_kill"] == run["stable_after_kill"] == 30
+    ordered(run["describe_groups"], 10)
+    assert run["list_groups"]["groups_listed"] == 30
+    assert set(run["rss_mb"]) == {"1", "2", "3"}
+    assert run["partitions_moved"] >= 1 and run["new_leaders_serving_s"] > 0
+
+
+def test_bootstrap_refused_for_a_scenario_that_kills() -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "groupcoord", "bench", "failover", "--bootstrap", "127.0.0.1:1"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert out.returncode == 2 and "needs a cluster of its own" in out.stderr
