@@ -16,6 +16,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
@@ -192,3 +193,21 @@ class BenchCluster:
 
     def rss_mb(self) -> dict[int, float]:
         return {i: r for i, pid in self.pids().items() if (r := proc_rss_mb(pid)) is not None}
+
+
+class CpuMeter:
+    """CPU of the nodes and of this client process from construction to `result()`, in % of one core."""
+
+    def __init__(self, cluster: BenchCluster) -> None:
+        self.cluster = cluster
+        self.nodes = cluster.cpu_s()
+        self.client = time.process_time()
+        self.start = time.perf_counter()
+
+    def result(self) -> dict[str, Any]:
+        elapsed = time.perf_counter() - self.start
+        used = {i: c - self.nodes[i] for i, c in self.cluster.cpu_s().items() if i in self.nodes}
+        return {
+            "nodes_cpu_percent": {str(i): round(100 * c / elapsed, 1) for i, c in used.items()},
+            "client_cpu_percent": round(100 * (time.process_time() - self.client) / elapsed, 1),
+        }

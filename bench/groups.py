@@ -11,7 +11,7 @@ from collections import Counter
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from groupcoord.bench.cluster import BenchCluster
+from groupcoord.bench.cluster import BenchCluster, CpuMeter
 from groupcoord.bench.members import (
     Member,
     Router,
@@ -105,10 +105,10 @@ async def join(cluster: BenchCluster, sizes: list[int], interval_ms: int | None)
         interval = interval_ms or auto_interval_ms(size)
 
         async def body(fleet: Fleet, size: int = size, interval: int = interval) -> dict[str, Any]:
-            start = time.perf_counter()
+            cpu, start = CpuMeter(cluster), time.perf_counter()
             members = fleet.start(f"join-{uuid.uuid4().hex[:8]}", size)
             result = await _stable_described(fleet, members, start)
-            return {"members": size, "heartbeat_interval_ms": interval, **result}
+            return {"members": size, "heartbeat_interval_ms": interval, **result, **cpu.result()}
 
         results[str(size)] = await _with_fleet(cluster, interval, body)
     return {"sizes": results}
@@ -128,9 +128,10 @@ async def rebalance(cluster: BenchCluster, sizes: list[int], interval_ms: int | 
             leaving = members[-1]
             await fleet.drop(leaving)
             rest = members[:-1]
-            start = time.perf_counter()
+            cpu, start = CpuMeter(cluster), time.perf_counter()
             await leave(fleet.router, [leaving])
             result = await _stable_described(fleet, rest, start, above_generation=generation)
+            result.update(cpu.result())
             return {"members": size, "heartbeat_interval_ms": interval, "generation_before": generation, **result}
 
         results[str(size)] = await _with_fleet(cluster, interval, body)
@@ -156,9 +157,10 @@ async def failover(cluster: BenchCluster, groups: int, per_group: int, interval_
             for m in ms:
                 m.record = True
         cluster.kill(victim)
-        killed = time.perf_counter()
+        cpu, killed = CpuMeter(cluster), time.perf_counter()
         moved = [g for g, node in coordinators.items() if node == victim]
         times = await _first_heartbeats(fleet, moved, killed)
+        used = cpu.result()
         for members in fleet.groups.values():
             await wait_stable(members, FORM_TIMEOUT_S)
         described = [await describe(fleet.router, g) for g in fleet.groups]
@@ -174,6 +176,7 @@ async def failover(cluster: BenchCluster, groups: int, per_group: int, interval_
             "generation_bumps": len(bumped),
             "generation_bumps_moved": len(set(bumped) & set(moved)),
             "stable_at_end": sum(d.group_state == "Stable" and len(d.members) == per_group for d, _ in described),
+            **used,
         }
 
     return await _with_fleet(cluster, interval_ms, body)

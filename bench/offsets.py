@@ -8,7 +8,7 @@ import time
 import uuid
 from typing import Any
 
-from groupcoord.bench.cluster import BenchCluster
+from groupcoord.bench.cluster import BenchCluster, CpuMeter
 from groupcoord.bench.members import REDISCOVER, RETRY_S, BenchError, Member, Router, join, leave, subscription
 from groupcoord.bench.stats import summary
 from groupcoord.protocol.errors import Errors
@@ -57,14 +57,6 @@ async def _members(router: Router, groups: int) -> list[Member]:
     return members
 
 
-def _cpu(cluster: BenchCluster, before: dict[int, float], client_before: float, seconds: float) -> dict[str, Any]:
-    after = cluster.cpu_s()
-    return {
-        "nodes_cpu_percent": {str(i): round(100 * (after[i] - before[i]) / seconds, 1) for i in after if i in before},
-        "client_cpu_percent": round(100 * (time.process_time() - client_before) / seconds, 1),
-    }
-
-
 async def commit_latency(cluster: BenchCluster, ops: int) -> dict[str, Any]:
     """One client, sequential OffsetCommit of one partition."""
     router = Router(list(cluster.addresses.values()))
@@ -72,15 +64,16 @@ async def commit_latency(cluster: BenchCluster, ops: int) -> dict[str, Any]:
         (m,) = await _members(router, 1)
         for offset in range(20):  # warm-up: connections, the coordinator's first batches
             await _commit_once(router, m, 0, offset)
-        cpu_before, client_before, start = cluster.cpu_s(), time.process_time(), time.perf_counter()
+        cpu, start = CpuMeter(cluster), time.perf_counter()
         latencies = [await _commit_once(router, m, 0, offset) for offset in range(ops)]
         elapsed = time.perf_counter() - start
+        used = cpu.result()
         await leave(router, [m])
         return {
             "ops": ops,
             "latency": summary(latencies),
             "ops_per_s": round(ops / elapsed, 1),
-            **_cpu(cluster, cpu_before, client_before, elapsed),
+            **used,
         }
     finally:
         await router.close()
@@ -102,9 +95,10 @@ async def commit_throughput(cluster: BenchCluster, in_flight: int, duration_s: f
 
         await asyncio.gather(*(loop(w, time.perf_counter() + 1.0) for w in range(in_flight)))  # warm-up
         latencies = [[] for _ in range(in_flight)]
-        cpu_before, client_before, start = cluster.cpu_s(), time.process_time(), time.perf_counter()
+        cpu, start = CpuMeter(cluster), time.perf_counter()
         await asyncio.gather(*(loop(w, start + duration_s) for w in range(in_flight)))
         elapsed = time.perf_counter() - start
+        used = cpu.result()
         done = [x for per in latencies for x in per]
         await asyncio.gather(*(leave(router, [m]) for m in members))
         return {
@@ -114,7 +108,7 @@ async def commit_throughput(cluster: BenchCluster, in_flight: int, duration_s: f
             "ops": len(done),
             "ops_per_s": round(len(done) / elapsed, 1),
             "latency": summary(done),
-            **_cpu(cluster, cpu_before, client_before, elapsed),
+            **used,
         }
     finally:
         await router.close()

@@ -4,7 +4,9 @@ the per-figure medians."""
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -55,6 +57,8 @@ def run(args: argparse.Namespace) -> int:
         finally:
             cluster.stop()
         runs.append({"loadavg_1m_before": load, **result})
+        # Each run as it ends, so that a long series that is cut short still leaves its figures.
+        print(f"run {len(runs)}: {json.dumps(runs[-1])}", file=sys.stderr, flush=True)
     emit(
         {
             "scenario": args.scenario,
