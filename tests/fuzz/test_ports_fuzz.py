@@ -1,0 +1,201 @@
+"""Fuzz target 3: hostile bytes on a node's TCP ports, and a Raft peer that does not know the cluster secret.
+
+* The client port: random bytes, and HTTP/2 built by hand (tests/fuzz/http2.py) truncated, mutated, with
+  random frames or a gRPC message prefix that lies about its length or compression.
+* The Raft ports (one per partition): random bytes, pysyncobj length-prefixed frames of garbage, negative
+  and huge lengths, and an unencrypted pickle that would create a file if the node ever unpickled it.
+* A pysyncobj replica with another secret, pointed at the node's partition 0 for a few seconds.
+
+Each time the node must keep serving with its state unchanged: the offsets committed before are fetched
+unchanged after, every partition has the same leader in the same term (no election was provoked), health
+is SERVING, a real RPC answers, and the node's log has no traceback or error (the `node` fixture).
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import socket
+import struct
+import time
+import zlib
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from grpc_health.v1 import health_pb2
+from hypothesis import given
+from hypothesis import strategies as st
+
+from groupcoord.chaos.cluster import free_base
+from groupcoord.protocol.errors import Errors
+from groupcoord.protocol.v1 import groupcoord_pb2 as pb
+from groupcoord.raft.partition import PartitionReplica, RaftSettings
+from tests.e2e.support import health_status, start_node, stop_node
+from tests.fuzz import http2
+from tests.fuzz.profiles import campaign, fuzz_settings, time_limit
+from tests.fuzz.support import FuzzNode, anchor, anchored, raft_view
+
+HEARTBEAT = pb.HeartbeatRequest(group_id="fz-h2", generation_id=1, member_id="nobody").SerializeToString()
+
+
+@pytest.fixture
+def unchanged(node: FuzzNode) -> Iterator[FuzzNode]:
+    """The node's acknowledged offsets and Raft leadership are the same after the test, and it still serves."""
+    anchor(node.stub, 2_000)
+    before = (anchored(node.stub), raft_view(node.stub))
+    yield node
+    assert (anchored(node.stub), raft_view(node.stub)) == before
+    assert health_status(node.process.address) == health_pb2.HealthCheckResponse.SERVING
+    beat = node.stub.Heartbeat(pb.HeartbeatRequest(group_id="fz-after", member_id="m"), timeout=10)
+    assert beat.error_code == Errors.UNKNOWN_MEMBER_ID
+
+
+def poke(address: tuple[str, int], payload: bytes, linger_s: float = 0.02) -> bytes:
+    """Connects, sends `payload`, reads whatever comes back within `linger_s`, and hangs up."""
+    with socket.create_connection(address, timeout=5) as sock:
+        try:
+            sock.sendall(payload)
+            sock.settimeout(linger_s)
+            return sock.recv(65_536)
+        except (TimeoutError, ConnectionError):
+            return b""
+
+
+# -- the client (gRPC) port ------------------------------------------------------------------------------
+
+
+REQUEST = http2.grpc_request("Heartbeat", HEARTBEAT)
+# A :path that is not UTF-8 stops the node's gRPC server (the xfail test below): kept out of the fuzzing
+# (path bytes stay ASCII, no random HEADERS frames) until that is fixed, or every run would find it.
+PATH_AT = REQUEST.index(http2.path("Heartbeat"))
+PATH_END = PATH_AT + len(http2.path("Heartbeat"))
+HEADER_FRAMES = (http2.HEADERS, http2.CONTINUATION)
+
+
+def edits(data: bytes, changes: list[tuple[int, int]]) -> bytes:
+    out = bytearray(data)
+    for position, value in changes:
+        at = position % len(out)
+        out[at] = value & 0x7F if PATH_AT <= at < PATH_END else value
+    return bytes(out)
+
+
+changes = st.lists(st.tuples(st.integers(0, 2**16), st.integers(0, 255)), min_size=1, max_size=6)
+random_frames = st.lists(
+    st.builds(
+        http2.frame,
+        (st.integers(0, 12) | st.integers(0, 255)).filter(lambda kind: kind not in HEADER_FRAMES),
+        st.integers(0, 255),
+        st.sampled_from([0, 1, 2, 3, 2**31 - 1]),
+        st.binary(max_size=64),
+    ),
+    max_size=6,
+)
+CLIENT_PAYLOADS = st.one_of(
+    st.binary(max_size=512),
+    st.integers(0, len(REQUEST) - 1).map(lambda n: REQUEST[:n]),
+    changes.map(lambda c: edits(REQUEST, c)),
+    random_frames.map(lambda frames: http2.PREFACE + http2.frame(http2.SETTINGS, 0, 0, b"") + b"".join(frames)),
+    st.builds(http2.lying_grpc_request, st.binary(max_size=64), st.integers(0, 2**32 - 1), st.integers(0, 255)),
+)
+
+
+def test_the_hand_built_http2_request_gets_an_answer(node: FuzzNode):
+    """The control for the target below: unmutated, the hand-built bytes are a valid gRPC call."""
+    reply = http2.exchange(("127.0.0.1", node.process.port), REQUEST)
+    assert pb.HeartbeatResponse.FromString(reply).error_code == Errors.UNKNOWN_MEMBER_ID
+
+
+@time_limit(120)
+def test_garbage_on_the_client_port(unchanged: FuzzNode):
+    address = ("127.0.0.1", unchanged.process.port)
+
+    @fuzz_settings(150)
+    @given(payload=CLIENT_PAYLOADS)
+    def run(payload: bytes) -> None:
+        poke(address, payload)
+
+    campaign(run)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="grpcio's aio server loop raises UnicodeDecodeError on the method name and shuts the server down, "
+    "while the node process and its Raft replicas go on (node/server.py could exit on it; see docs/FUZZING.md)",
+)
+@time_limit(60)
+def test_regression_a_path_that_is_not_utf8_leaves_the_node_serving(tmp_path: Path):
+    """Found by the mutated HTTP/2 requests: one call to `/groupcoord.v1.GroupCoordinator/He\\xb4rtbeat` and
+    the node's client port is closed for good. Its own node: the shared one must survive the other targets."""
+    node = start_node(tmp_path / "node.log", "--partitions=1")
+    try:
+        poke(("127.0.0.1", node.port), REQUEST.replace(b"Heartbeat", b"He\xb4rtbeat"), linger_s=1.0)
+        time.sleep(1.0)
+        assert health_status(node.address) == health_pb2.HealthCheckResponse.SERVING
+    finally:
+        stop_node(node)
+
+
+# -- the Raft ports --------------------------------------------------------------------------------------
+
+
+class Probe:
+    """Unpickling this creates `marker`: proof that the node unpickled unauthenticated bytes."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self) -> tuple:
+        return (os.mkdir, (str(self.marker),))
+
+
+def pysyncobj_frame(data: bytes, length: int | None = None) -> bytes:
+    """pysyncobj's framing: a native signed 32-bit length, then the (normally encrypted) message."""
+    return struct.pack("i", len(data) if length is None else length) + data
+
+
+def raft_payloads(marker: Path) -> st.SearchStrategy[bytes]:
+    probe = zlib.compress(pickle.dumps(Probe(marker)), 3)
+    return st.one_of(
+        st.binary(max_size=512),
+        st.binary(max_size=256).map(pysyncobj_frame),
+        st.binary(max_size=256).map(lambda b: pysyncobj_frame(zlib.compress(b))),
+        st.builds(pysyncobj_frame, st.binary(max_size=64), st.integers(-(2**31), 2**31 - 1)),
+        st.just(pysyncobj_frame(probe)),
+        st.binary(max_size=32).map(lambda prefix: pysyncobj_frame(prefix + probe)),
+    )
+
+
+@time_limit(120)
+def test_garbage_on_the_raft_ports(unchanged: FuzzNode, tmp_path: Path):
+    marker = tmp_path / "unpickled"
+
+    @fuzz_settings(100)
+    @given(payload=raft_payloads(marker), partition=st.sampled_from(unchanged.raft_addresses))
+    def run(payload: bytes, partition: tuple[str, int]) -> None:
+        poke(partition, payload)
+
+    campaign(run)
+    assert not marker.exists(), "the node unpickled bytes from a peer that does not know the secret"
+
+
+@time_limit(120)
+def test_a_peer_without_the_cluster_secret_gets_nothing_and_changes_nothing(unchanged: FuzzNode, tmp_path: Path):
+    """As tests/raft/test_partition.py's intruder, but against a running node: a replica with another secret
+    that lists the node's partition 0 as its peer keeps asking for votes (ever higher terms) for a while."""
+    host, port = unchanged.raft_addresses[0]
+    own = f"127.0.0.1:{free_base('127.0.0.1', 1, set())}"
+    intruder = PartitionReplica(
+        0, 99, own, [f"{host}:{port}"], "not-the-secret", str(tmp_path / "intruder"), RaftSettings()
+    )
+    try:
+        deadline = time.monotonic() + 3
+        while time.monotonic() < deadline:
+            assert not intruder.is_connected(f"{host}:{port}")
+            time.sleep(0.1)
+        assert intruder.snapshot_store()[0]["groups"] == []
+        assert not intruder.is_leader()
+        assert intruder.raftCommitIndex <= 1, "the intruder got log entries from the node"
+    finally:
+        intruder.destroy_synchronous()
