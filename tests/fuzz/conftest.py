@@ -12,9 +12,10 @@ from tests.e2e.support import start_node, stop_node
 from tests.fuzz.support import PARTITIONS, SECRET, FuzzNode, failures
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def fuzz_node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FuzzNode]:
-    """A one-node cluster of a few partitions with a known secret and event files, shared by the targets."""
+    """A one-node cluster of a few partitions with a known secret and event files, shared by the targets
+    of this package and stopped after them."""
     root = tmp_path_factory.mktemp("fuzz-node")
     process = start_node(
         root / "node.log", f"--partitions={PARTITIONS}", f"--cluster-secret={SECRET}", f"--data-dir={root / 'data'}"
