@@ -17,14 +17,15 @@ from typing import Any
 import grpc
 
 from groupcoord.bench.cluster import BenchCluster, proc_cpu_s
-from groupcoord.bench.members import RETRY_S, Router, describe
+from groupcoord.bench.members import REDISCOVER, RETRY_S, Router, describe
 from groupcoord.bench.stats import summary
-from groupcoord.protocol.errors import Errors
 from groupcoord.protocol.v1 import groupcoord_pb2 as pb
 
 CLIENT_CALLS_PER_S = 3000  # what one client process sustains, roughly, next to the nodes on 2 cores
 READY_TIMEOUT_S = 600.0
-SCALE_SESSION_TIMEOUT_MS = 600_000  # members of `scale` stop heartbeating once formed
+# Members of `scale` stop heartbeating once formed: their sessions must outlast forming every group (the
+# default group_max_session_timeout_ms, 30 minutes).
+SCALE_SESSION_TIMEOUT_MS = 1_800_000
 DESCRIBE_BATCH = 100
 IDLE_SAMPLE_S = 3.0
 
@@ -154,7 +155,8 @@ async def heartbeats(cluster: BenchCluster, args: argparse.Namespace) -> dict[st
 
 async def _stable_count(router: Router, groups: list[str], per_group: int, timeout_s: float = 60.0) -> int:
     """Groups their coordinator describes as Stable with every member (one call per 100 groups per coordinator);
-    groups whose coordinator is gone or moved are asked again at the new one."""
+    groups whose coordinator is gone or moved are asked again at the new one, any other answer counts (a group
+    whose members expired is Dead, not Stable)."""
     deadline = time.monotonic() + timeout_s
     left, stable = list(groups), 0
     while left:
@@ -174,7 +176,7 @@ async def _stable_count(router: Router, groups: list[str], per_group: int, timeo
                 except grpc.aio.AioRpcError:
                     answered = []
                 else:
-                    answered = [g for g in reply.groups if g.error_code == Errors.NONE]
+                    answered = [g for g in reply.groups if g.error_code not in REDISCOVER]
                     stable += sum(g.group_state == "Stable" and len(g.members) == per_group for g in answered)
                 done = {g.group_id for g in answered}
                 for g in batch:
@@ -193,7 +195,7 @@ async def _list_groups(router: Router, address: str) -> tuple[int, float]:
 
 
 async def scale(cluster: BenchCluster, args: argparse.Namespace) -> dict[str, Any]:
-    """G static groups formed, members then silent (10-minute sessions): memory, admin latency, failover."""
+    """G static groups formed, members then silent (30-minute sessions): memory, admin latency, failover."""
     per_group = args.members_per_group
     names = [f"scale-{uuid.uuid4().hex[:6]}-{g}" for g in range(args.groups)]
     workers = Workers(cluster, names, args.clients, per_group, 0, SCALE_SESSION_TIMEOUT_MS)
