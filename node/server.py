@@ -112,6 +112,11 @@ class Node:
         for name in ("", SERVICE_NAME):
             await self._health.set(name, status)
 
+    async def wait_for_termination(self) -> None:
+        """Returns (or raises) when the gRPC server has stopped, asked to or not."""
+        assert self._server is not None
+        await self._server.wait_for_termination()
+
     async def stop(self) -> None:
         if self._server is None or self._cluster is None:
             return
@@ -130,17 +135,31 @@ class Node:
         log.info("node.stopped")
 
 
-async def _main(settings: NodeSettings) -> None:
+async def _main(settings: NodeSettings) -> int:
+    """0 after SIGTERM/SIGINT; 1 when the gRPC server dies under the node."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, _on_signal, stop, sig)
     node = Node(settings)
     await node.start()
+    signalled = asyncio.ensure_future(stop.wait())
+    died = asyncio.ensure_future(node.wait_for_termination())
     try:
-        await stop.wait()
+        await asyncio.wait((signalled, died), return_when=asyncio.FIRST_COMPLETED)
     finally:
+        signalled.cancel()
+        if died.done() and not stop.is_set():
+            # grpcio's aio server shuts itself down on some hostile input (a :path that is not UTF-8). A node
+            # whose client port is closed but whose replicas still lead would hold its partitions unreachable:
+            # hand them over and exit, so that a supervisor restarts it.
+            log.error("node.server_died", extra=fields(error=repr(died.exception())))
         await node.stop()
+        # Not cancelled: it shares the server's shutdown future, which stop() awaits too.
+        await asyncio.wait((died,), timeout=5)
+        if died.done():
+            died.exception()  # retrieved: a stop with a grace period may end it with an error of its own
+    return 0 if stop.is_set() else 1
 
 
 def _on_signal(stop: asyncio.Event, sig: signal.Signals) -> None:
@@ -159,7 +178,6 @@ def raft_settings(settings: NodeSettings) -> RaftSettings:
 
 
 def run(settings: NodeSettings) -> int:
-    """Runs a node in the foreground until SIGTERM or SIGINT; 0 after a graceful shutdown."""
+    """Runs a node in the foreground until SIGTERM or SIGINT; 0 after a graceful shutdown, 1 if its server died."""
     logs.setup(settings.log_level, settings.log_format)
-    (uvloop.run if settings.event_loop == "uvloop" else asyncio.run)(_main(settings))
-    return 0
+    return (uvloop.run if settings.event_loop == "uvloop" else asyncio.run)(_main(settings))
