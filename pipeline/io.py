@@ -117,8 +117,11 @@ def load(spark: SparkSession, path: Path, since_ms: int | None = None, until_ms:
         if corrupt:
             text = F.coalesce(F.col(CORRUPT), F.to_json(F.struct(*EVENT_SCHEMA.fieldNames())))
             examples = [row[0][:200] for row in raw.filter(F.col("_bad")).select(text).limit(EXAMPLES).collect()]
-        unique = raw.filter(~F.col("_bad")).select(*EVENT_SCHEMA.fieldNames()).dropDuplicates(KEY)
-        distinct = unique.count()
+        valid = raw.filter(~F.col("_bad")).select(*EVENT_SCHEMA.fieldNames())
+        # Duplicates are rare (overlapping exports). Counting distinct keys shuffles three numbers per event; dropping
+        # duplicates shuffles and sorts whole events (members lists and all), so it is done only when there are some.
+        distinct = valid.select(*KEY).distinct().count()
+        unique = valid if distinct == lines - corrupt else valid.dropDuplicates(KEY)
         events = tables.in_range(unique, since_ms, until_ms).cache()
         analysed, first_ms, last_ms = events.agg(F.count(F.lit(1)), F.min("time_ms"), F.max("time_ms")).first()
     finally:

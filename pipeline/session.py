@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 from pathlib import Path
 
@@ -23,11 +24,29 @@ appender.console.layout.pattern = %d{yy/MM/dd HH:mm:ss} %p %c{1}: %m%n%ex
 logger.gateway.name = org.apache.spark.api.python.PythonGatewayServer
 logger.gateway.level = error
 """
+# For the driver JVM we start, which runs a short batch job: C2, the optimising JIT, waits for about ten times the
+# default call and loop counts. Per-row code still reaches it, while the planner code that each query runs a few
+# thousand times stays with C1. Compilation was the largest CPU consumer of `analyze` on 2 cores (docs/PERFORMANCE.md,
+# "Analytics job").
+JIT_OPTIONS = (
+    "-XX:Tier4InvocationThreshold=50000",
+    "-XX:Tier4MinInvocationThreshold=20000",
+    "-XX:Tier4CompileThreshold=100000",
+    "-XX:Tier4BackEdgeThreshold=400000",
+)
+BATCH_GC = "-XX:+UseParallelGC"  # less CPU and memory than the default G1 for a job this short
+JAVA_ENV = ("JAVA_TOOL_OPTIONS", "JDK_JAVA_OPTIONS", "_JAVA_OPTIONS")
 
 
 def is_local(master: str) -> bool:
     """`local`, `local[N]`, `local[*]`, `local[N,F]`: the embedded engine, driver and executors in this process."""
     return master == "local" or master.startswith("local[")
+
+
+def java_options() -> list[str]:
+    """The JIT options, and the batch collector unless the environment picks a collector: the JVM refuses two."""
+    chosen = any(re.search(r"-XX:\+Use\w+GC\b", os.environ.get(name, "")) for name in JAVA_ENV)
+    return [*JIT_OPTIONS] if chosen else [BATCH_GC, *JIT_OPTIONS]
 
 
 def under_spark_submit() -> bool:
@@ -63,11 +82,12 @@ def build(master: str | None = None, shuffle_partitions: int = 4, app_name: str 
         builder = builder.config("spark.driver.bindAddress", LOOPBACK).config("spark.driver.host", LOOPBACK)
     if submitted:
         return builder.getOrCreate()
-    # We start the driver's JVM: give it the quiet logging from its start. It reads the file once, at start.
+    # We start the driver's JVM: give it the quiet logging from its start (it reads the file once, at start) and
+    # the JVM options.
     with tempfile.NamedTemporaryFile("w", prefix="groupcoord-log4j2-", suffix=".properties", delete=False) as f:
         f.write(LOG4J2)
     try:
-        options = f"-Dlog4j2.configurationFile={Path(f.name).as_uri()}"
+        options = " ".join([f"-Dlog4j2.configurationFile={Path(f.name).as_uri()}", *java_options()])
         return builder.config("spark.driver.extraJavaOptions", options).getOrCreate()
     finally:
         os.unlink(f.name)
