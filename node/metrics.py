@@ -60,6 +60,8 @@ REQUEST_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0
 REBALANCE_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0)
 # A barrier is one Raft commit plus restoring the partition's groups: milliseconds, seconds for a large partition.
 BARRIER_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+# Records per Raft entry: 1 for a lone call, up to the group commit's cap (node/partitions.py) under load.
+ENTRY_RECORDS_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096)
 # A commit is a round trip to a majority (about 1 ms on a LAN, see docs/PERFORMANCE.md) plus the event loop's hop.
 COMMIT_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 # How long a scrape waits for the event loop to read the cores before leaving the core gauges out.
@@ -131,6 +133,9 @@ class PartitionObserver(Protocol):
     def on_commit_latency(self, seconds: float) -> None:
         """A record batch this node proposed as leader committed `seconds` after it was proposed."""
 
+    def on_batch(self, records: int) -> None:
+        """The leader proposed one Raft entry holding `records` records (the calls of a group commit)."""
+
 
 class NodeMetrics:
     """Every metric of one node. Create it, `watch_cores()`, then `serve()`; `close()` on the way out."""
@@ -195,6 +200,13 @@ class NodeMetrics:
             namespace=ns,
             registry=reg,
             buckets=COMMIT_BUCKETS,
+        )
+        self.raft_entry_records = Histogram(
+            "raft_entry_records",
+            "Records per Raft entry a leader proposes: the calls merged by group commit",
+            namespace=ns,
+            registry=reg,
+            buckets=ENTRY_RECORDS_BUCKETS,
         )
         self._gained, self._lost = self.leader_changes.labels("gained"), self.leader_changes.labels("lost")
         # partition -> (its role, perf_counter() when it took that role); written on the event loop only.
@@ -296,6 +308,9 @@ class NodeMetrics:
 
     def on_commit_latency(self, seconds: float) -> None:
         self.raft_commit_latency.observe(seconds)
+
+    def on_batch(self, records: int) -> None:
+        self.raft_entry_records.observe(records)
 
     # -- scrape-time gauges and the endpoint --------------------------------------------------------
 

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from pathlib import Path
 
 import pytest
 
 from groupcoord.coordinator import GroupConfig
 from groupcoord.node.clock import SystemClock
-from groupcoord.node.partitions import PartitionHost, Role
+from groupcoord.node.partitions import MAX_BATCH_RECORDS, PartitionHost, Role
 from groupcoord.protocol.errors import Errors
 from groupcoord.protocol.v1 import groupcoord_pb2 as pb
 from tests.raft.test_partition import Cluster
@@ -137,3 +137,42 @@ async def test_parked_requests_fail_over_with_coordinator_not_available(hosts: H
     done_a = await asyncio.wait_for(rejoin_a, 5)
     assert (again_b.error_code, done_a.error_code) == (Errors.NONE, Errors.NONE)
     assert again_b.generation_id == done_a.generation_id == 2
+
+
+def _commit(member_id: str, generation: int, partition: int, offset: int) -> pb.OffsetCommitRequest:
+    return pb.OffsetCommitRequest(
+        group_id="g",
+        generation_id=generation,
+        member_id=member_id,
+        group_instance_id="a",
+        topics=[
+            pb.OffsetCommitRequest.Topic(
+                name="t",
+                partitions=[pb.OffsetCommitRequest.Partition(partition_index=partition, committed_offset=offset)],
+            )
+        ],
+    )
+
+
+async def test_concurrent_calls_share_raft_entries_and_are_answered_after_their_commit(hosts: Hosts):
+    leader = await hosts.serving()
+    a = await _call(leader, _join(instance="a"), "join_group")
+    sync = pb.SyncGroupRequest(group_id="g", generation_id=a.generation_id, member_id=a.member_id)
+    await _call(leader, sync, "sync_group")
+
+    def commit(p: int) -> Awaitable[pb.OffsetCommitResponse]:
+        return _call(leader, _commit(a.member_id, a.generation_id, p, 1000 + p), "offset_commit")
+
+    before = leader.replica.applied_batches
+    # A lone call goes out on the next loop turn; the calls that arrive while it is in flight queue up and share
+    # entries of at most MAX_BATCH_RECORDS records (one record per call here).
+    first = asyncio.ensure_future(commit(0))
+    for _ in range(3):
+        await asyncio.sleep(0)
+    calls = MAX_BATCH_RECORDS + 52
+    replies = [await first, *await asyncio.gather(*(commit(p) for p in range(1, calls)))]
+    assert all(rep.topics[0].partitions[0].error_code == Errors.NONE for rep in replies)
+    assert leader.replica.applied_batches - before == 3
+    # Every reply came after its own commit: the committed store holds every offset already.
+    offsets = leader.replica.store.groups["g"].offsets
+    assert {p: offsets[("t", p)].offset for p in range(calls)} == {p: 1000 + p for p in range(calls)}
