@@ -19,14 +19,15 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 # The demo: a local 3-node cluster, four workers, a coordinator killed with SIGKILL, no rebalance.
+# `make run TLS=1`: the same over TLS with client certificates (a development CA in .groupcoord/demo/tls).
 run: $(STAMP)
-	exec $(BIN)/python examples/demo.py
+	exec $(BIN)/python examples/demo.py $(if $(TLS),--tls)
 
 # A local cluster (3 nodes on 127.0.0.1-3) in the foreground; Ctrl-C or SIGTERM stops every node.
 # `exec` so that a signal make forwards reaches groupcoord itself, not an intermediate shell.
 cluster: $(STAMP)
 	exec $(BIN)/groupcoord cluster up --dir $(CLUSTER_DIR) --foreground $(if $(NODES),--nodes $(NODES)) \
-		$(if $(PORT),--base-port $(PORT))
+		$(if $(PORT),--base-port $(PORT)) $(if $(TLS),--tls)
 
 # Stops a cluster left running by `groupcoord cluster up` without --foreground.
 stop: $(STAMP)

@@ -4,8 +4,9 @@ Thousands of SDK `GroupMember`s, each with its own channel and tasks, would meas
 member is a small record and a coroutine, and all members share a `Router` (two channels per node and a
 cache of each group's coordinator). The protocol is the SDK's: JoinGroup (MEMBER_ID_REQUIRED, then again
 with the id), the leader assigns with the range assignor over the members' subscriptions, SyncGroup,
-Heartbeat; REBALANCE_IN_PROGRESS / ILLEGAL_GENERATION / UNKNOWN_MEMBER_ID mean rejoin, and
-COORDINATOR_NOT_AVAILABLE / NOT_COORDINATOR / a transport error mean find the coordinator again.
+Heartbeat (unary, or over a HeartbeatStream per member with `Router(stream_heartbeats=True)`);
+REBALANCE_IN_PROGRESS / ILLEGAL_GENERATION / UNKNOWN_MEMBER_ID mean rejoin, and COORDINATOR_NOT_AVAILABLE /
+NOT_COORDINATOR / a transport error mean find the coordinator again.
 """
 
 from __future__ import annotations
@@ -48,8 +49,9 @@ class BenchError(RuntimeError):
 class Router:
     """Shared channels and each group's coordinator address."""
 
-    def __init__(self, bootstrap: list[str]) -> None:
+    def __init__(self, bootstrap: list[str], stream_heartbeats: bool = False) -> None:
         self.bootstrap = bootstrap
+        self.stream_heartbeats = stream_heartbeats
         self._channels: dict[str, list[grpc.aio.Channel]] = {}
         self._turn = itertools.count()
         self._coordinators: dict[str, str] = {}
@@ -133,6 +135,14 @@ class Member:
     latencies: list[tuple[float, float]] = field(default_factory=list)
     record: bool = False
     errors: dict[str, int] = field(default_factory=dict)
+    # The member's open HeartbeatStream and the node it goes to (stream_heartbeats only).
+    stream: Any = None
+    stream_address: str = ""
+
+    def close_stream(self) -> None:
+        if self.stream is not None:
+            self.stream.cancel()
+        self.stream, self.stream_address = None, ""
 
     def count_error(self, what: str) -> None:
         self.errors[what] = self.errors.get(what, 0) + 1
@@ -207,7 +217,10 @@ async def heartbeat(router: Router, m: Member) -> int | None:
         group_id=m.group_id, generation_id=m.generation_id, member_id=m.member_id, group_instance_id=m.group_instance_id
     )
     sent = time.perf_counter()
-    reply = await router.call(m.group_id, "Heartbeat", request)
+    if router.stream_heartbeats:
+        reply = await _stream_heartbeat(router, m, request)
+    else:
+        reply = await router.call(m.group_id, "Heartbeat", request)
     if reply is None:
         m.count_error("unreachable")
         return None
@@ -221,6 +234,25 @@ async def heartbeat(router: Router, m: Member) -> int | None:
     else:
         m.count_error(Errors(reply.error_code).name)
     return reply.error_code
+
+
+async def _stream_heartbeat(router: Router, m: Member, request: pb.HeartbeatRequest) -> Any | None:
+    """One heartbeat over the member's stream to its coordinator, opened (again) when needed; None as in `call`."""
+    address = await router.coordinator(m.group_id)
+    if m.stream_address != address:
+        m.close_stream()
+        m.stream, m.stream_address = router.stub(address).HeartbeatStream(), address
+    try:
+        await m.stream.write(request)
+        reply = await asyncio.wait_for(m.stream.read(), RPC_TIMEOUT_S)
+    except (grpc.aio.AioRpcError, TimeoutError):
+        reply = None
+    if reply is None or reply is grpc.aio.EOF or reply.error_code in REDISCOVER:
+        m.close_stream()
+        router.forget(m.group_id, address)
+        await asyncio.sleep(RETRY_S)
+        return None
+    return reply
 
 
 async def run_member(

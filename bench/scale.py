@@ -19,6 +19,7 @@ import grpc
 from groupcoord.bench.cluster import BenchCluster, proc_cpu_s
 from groupcoord.bench.members import REDISCOVER, RETRY_S, Router, describe
 from groupcoord.bench.stats import summary
+from groupcoord.client.admin import Admin
 from groupcoord.protocol.v1 import groupcoord_pb2 as pb
 
 CLIENT_CALLS_PER_S = 3000  # what one client process sustains, roughly, next to the nodes on 2 cores
@@ -28,13 +29,15 @@ READY_TIMEOUT_S = 600.0
 SCALE_SESSION_TIMEOUT_MS = 1_800_000
 DESCRIBE_BATCH = 100
 IDLE_SAMPLE_S = 3.0
+# A worker's answer is one JSON line with every latency it measured (~20 bytes each): well above asyncio's 64 KiB.
+WORKER_LINE_LIMIT = 256 * 1024 * 1024
 
 
 class Workers:
     """Client processes, each forming a slice of the groups."""
 
     def __init__(self, cluster: BenchCluster, groups: list[str], clients: int, per_group: int,
-                 interval_ms: int, session_timeout_ms: int) -> None:  # fmt: skip
+                 interval_ms: int, session_timeout_ms: int, heartbeat_rpc: str = "unary") -> None:  # fmt: skip
         self.procs: list[asyncio.subprocess.Process] = []
         self.configs = [
             {
@@ -44,6 +47,7 @@ class Workers:
                 "interval_ms": interval_ms,
                 "session_timeout_ms": session_timeout_ms,
                 "concurrency": 50,
+                "heartbeat_rpc": heartbeat_rpc,
             }
             for i in range(clients)
         ]
@@ -53,7 +57,9 @@ class Workers:
         for config in self.configs:
             cmd = [sys.executable, "-m", "groupcoord.bench.worker", json.dumps(config)]
             pipe = asyncio.subprocess.PIPE
-            self.procs.append(await asyncio.create_subprocess_exec(*cmd, stdin=pipe, stdout=pipe))
+            self.procs.append(
+                await asyncio.create_subprocess_exec(*cmd, stdin=pipe, stdout=pipe, limit=WORKER_LINE_LIMIT)
+            )
         return await asyncio.wait_for(asyncio.gather(*(self._line(p) for p in self.procs)), READY_TIMEOUT_S)
 
     async def ask(self, line: str) -> list[dict[str, Any]]:
@@ -103,7 +109,7 @@ async def _heartbeat_step(
     clients = args.clients or max(1, math.ceil(rate / CLIENT_CALLS_PER_S))
     tag = uuid.uuid4().hex[:6]
     workers = Workers(cluster, [f"hb-{tag}-{g}" for g in range(groups)], clients, per_group, args.interval_ms,
-                      max(30_000, 3 * args.interval_ms))  # fmt: skip
+                      max(30_000, 3 * args.interval_ms), args.heartbeat_rpc)  # fmt: skip
     try:
         ready = await workers.start()
         nodes_before, start = _nodes_cpu(cluster), time.perf_counter()
@@ -194,6 +200,18 @@ async def _list_groups(router: Router, address: str) -> tuple[int, float]:
     return len(reply.groups), (time.perf_counter() - sent) * 1000
 
 
+async def _admin_list_groups(addresses: list[str], times: int) -> tuple[int, list[float]]:
+    """`Admin.list_groups` (every node lists the partitions it coordinates, merged) `times` times; ms each."""
+    async with Admin(addresses) as admin:
+        await admin.describe_cluster()  # connected before the clock starts
+        latencies, count = [], 0
+        for _ in range(times):
+            sent = time.perf_counter()
+            count = len(await admin.list_groups())
+            latencies.append((time.perf_counter() - sent) * 1000)
+    return count, latencies
+
+
 async def scale(cluster: BenchCluster, args: argparse.Namespace) -> dict[str, Any]:
     """G static groups formed, members then silent (30-minute sessions): memory, admin latency, failover."""
     per_group = args.members_per_group
@@ -212,6 +230,7 @@ async def scale(cluster: BenchCluster, args: argparse.Namespace) -> dict[str, An
         sample = random.sample(names, min(args.samples, len(names)))
         describe_ms = [(await describe(router, g))[1] for g in sample]
         listed = [await _list_groups(router, a) for a in cluster.addresses.values() for _ in range(5)]
+        admin_listed, admin_ms = await _admin_list_groups(list(cluster.addresses.values()), 5)
         stable_before = await _stable_count(router, names, per_group)
         leaders = cluster.leaders() or {}
         victim = Counter(leaders.values()).most_common(1)[0][0]
@@ -230,6 +249,7 @@ async def scale(cluster: BenchCluster, args: argparse.Namespace) -> dict[str, An
             "rss_mb": {str(i): round(v, 1) for i, v in rss.items()},
             "describe_groups": summary(describe_ms),
             "list_groups": {"groups_listed": listed[0][0], **summary(ms for _, ms in listed)},
+            "admin_list_groups": {"groups_listed": admin_listed, **summary(admin_ms)},
             "stable_before_kill": stable_before,
             "killed_node": victim,
             "partitions_moved": sum(v == victim for v in leaders.values()),

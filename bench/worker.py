@@ -4,7 +4,8 @@ One Python process tops out at a few thousand calls/s, so those scenarios spread
 these. Protocol with the parent, one JSON or text line each way:
 
     argv[1]  JSON config: bootstrap, groups, members_per_group, interval_ms (0: stop heartbeating once a group
-             is Stable), session_timeout_ms, concurrency (groups formed at once)
+             is Stable), session_timeout_ms, concurrency (groups formed at once), heartbeat_rpc (`unary`:
+             Heartbeat calls; `stream`: one HeartbeatStream per member)
     stdout   {"ready": ..., "form_s": ...} once every group is Stable
     stdin    "go W"  → records W seconds of heartbeats, then prints {"latencies_ms": [...], "heartbeats": ...}
     stdin    "leave" → every group leaves (one batch LeaveGroup each) and the process exits; EOF: exits at once
@@ -47,7 +48,7 @@ async def _form(router: Router, group_id: str, config: dict[str, Any], stop: asy
 
 
 async def main(config: dict[str, Any]) -> None:
-    router = Router(config["bootstrap"])
+    router = Router(config["bootstrap"], stream_heartbeats=config["heartbeat_rpc"] == "stream")
     stop = asyncio.Event()
     members: list[Member] = []
     tasks: list[asyncio.Task[None]] = []
@@ -78,6 +79,8 @@ async def main(config: dict[str, Any]) -> None:
     for task in tasks:
         task.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
+    for m in members:
+        m.close_stream()
     await router.close()
 
 

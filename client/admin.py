@@ -18,8 +18,9 @@ from typing import Any
 
 import grpc
 
-from groupcoord.client.discovery import Backoff, Connections, CoordinatorUnavailable
+from groupcoord.client.discovery import Backoff, Connections, CoordinatorUnavailable, GroupAuthorizationFailed
 from groupcoord.client.protocol import decode_assignment
+from groupcoord.client.security import PLAINTEXT, ClientSecurity
 from groupcoord.protocol.errors import Errors
 from groupcoord.protocol.v1 import groupcoord_pb2 as pb
 
@@ -159,11 +160,17 @@ def _description(group: pb.DescribeGroupsResponse.Group) -> GroupDescription:
 
 
 class Admin:
-    def __init__(self, bootstrap: list[str], deadline_s: float = 30.0, connect_timeout_s: float = 5.0) -> None:
+    def __init__(
+        self,
+        bootstrap: list[str],
+        deadline_s: float = 30.0,
+        connect_timeout_s: float = 5.0,
+        security: ClientSecurity = PLAINTEXT,
+    ) -> None:
         self.bootstrap = list(bootstrap)
         self.deadline_s = deadline_s
         self.connect_timeout_s = connect_timeout_s
-        self._connections = Connections(self.bootstrap, request_timeout_s=min(deadline_s, 10.0))
+        self._connections = Connections(self.bootstrap, request_timeout_s=min(deadline_s, 10.0), security=security)
         self._reached = False
 
     async def __aenter__(self) -> Admin:
@@ -206,10 +213,33 @@ class Admin:
             await self._any_node("DescribeCluster", pb.DescribeClusterRequest())
 
     async def list_groups(self, states: tuple[str, ...] | list[str] = ()) -> list[ListedGroup]:
-        reply = await self._any_node("ListGroups", pb.ListGroupsRequest(states_filter=list(states)))
-        if reply.error_code != Errors.NONE:
-            raise AdminError(reply.error_code, reply.error_message)
-        return [ListedGroup(g.group_id, g.protocol_type, g.group_state) for g in reply.groups]
+        """Every node lists the groups it coordinates, as Kafka's admin client asks every broker; asked again
+        until every partition is covered (a failover leaves some uncovered for a moment), within `deadline_s`."""
+        request = pb.ListGroupsRequest(states_filter=list(states), coordinated_only=True)
+        loop = asyncio.get_running_loop()
+        deadline, backoff = loop.time() + self.deadline_s, Backoff()
+        while True:
+            cluster = await self.describe_cluster()
+            groups: dict[str, ListedGroup] = {}
+            covered: set[int] = set()
+            for node in cluster.nodes:
+                try:
+                    reply = await self._connections.stub(f"{node.host}:{node.port}").ListGroups(
+                        request, timeout=max(min(10.0, deadline - loop.time()), 0.1)
+                    )
+                except grpc.aio.AioRpcError:
+                    continue
+                if reply.error_code != Errors.NONE:
+                    raise AdminError(reply.error_code, reply.error_message)
+                covered.update(reply.partitions)
+                for g in reply.groups:
+                    groups[g.group_id] = ListedGroup(g.group_id, g.protocol_type, g.group_state)
+            missing = sorted(set(range(cluster.partition_count)) - covered)
+            if not missing:
+                return sorted(groups.values(), key=lambda g: g.group_id)
+            if loop.time() > deadline:
+                raise AdminError(Errors.COORDINATOR_NOT_AVAILABLE, f"no coordinator listed partitions {missing}")
+            await backoff.wait()
 
     async def describe_cluster(self) -> ClusterDescription:
         reply = await self._any_node("DescribeCluster", pb.DescribeClusterRequest())
@@ -239,7 +269,8 @@ class Admin:
         """One RPC to the group's coordinator, retried across loads and moves until `deadline_s`.
 
         Raises AdminError(INVALID_GROUP_ID) for an id no node accepts, AdminError(COORDINATOR_NOT_AVAILABLE)
-        when the deadline passes, AdminError(INVALID_REQUEST) when the node refuses the message itself.
+        when the deadline passes, AdminError(INVALID_REQUEST) when the node refuses the message itself,
+        AdminError(GROUP_AUTHORIZATION_FAILED) when the node's ACL refuses this caller the group.
         """
         await self._ensure_reachable()
         loop = asyncio.get_running_loop()
@@ -253,6 +284,8 @@ class Admin:
                 raise AdminError(Errors.INVALID_GROUP_ID, str(exc)) from None
             except CoordinatorUnavailable as exc:
                 raise AdminError(Errors.COORDINATOR_NOT_AVAILABLE, str(exc)) from None
+            except GroupAuthorizationFailed as exc:
+                raise AdminError(Errors.GROUP_AUTHORIZATION_FAILED, str(exc)) from None
             try:
                 reply = await getattr(self._connections.stub(address), method)(
                     request, timeout=max(min(remaining, self._connections.request_timeout_s), 0.5)

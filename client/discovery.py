@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 import grpc
 
+from groupcoord.client.security import PLAINTEXT, ClientSecurity, aio_channels
 from groupcoord.protocol.errors import Errors
 from groupcoord.protocol.v1 import groupcoord_pb2 as pb
 from groupcoord.protocol.v1 import groupcoord_pb2_grpc as pb_grpc
@@ -24,6 +25,10 @@ class CoordinatorUnavailable(Exception):
 
 class InvalidGroupId(ValueError):
     """The cluster refused the group id (INVALID_GROUP_ID): retrying cannot help."""
+
+
+class GroupAuthorizationFailed(Exception):
+    """The cluster refused this caller the group (GROUP_AUTHORIZATION_FAILED): retrying cannot help."""
 
 
 @dataclass(slots=True)
@@ -44,18 +49,22 @@ class Backoff:
 
 
 class Connections:
-    def __init__(self, bootstrap: list[str], request_timeout_s: float = 30.0) -> None:
+    def __init__(
+        self, bootstrap: list[str], request_timeout_s: float = 30.0, security: ClientSecurity = PLAINTEXT
+    ) -> None:
         if not bootstrap:
             raise ValueError("bootstrap needs at least one host:port")
         self.bootstrap = list(bootstrap)
         self.request_timeout_s = request_timeout_s
+        # An unreadable CA, certificate or key fails here, in the constructor, not in a retry loop.
+        self._open_channel = aio_channels(security)
         self._channels: dict[str, grpc.aio.Channel] = {}
         self._coordinators: dict[str, str] = {}
 
     def stub(self, address: str) -> pb_grpc.GroupCoordinatorStub:
         channel = self._channels.get(address)
         if channel is None:
-            channel = self._channels[address] = grpc.aio.insecure_channel(address)
+            channel = self._channels[address] = self._open_channel(address)
         return pb_grpc.GroupCoordinatorStub(channel)
 
     def forget(self, group_id: str) -> None:
@@ -87,6 +96,8 @@ class Connections:
                 entry = found.coordinators[0]
                 if entry.error_code == Errors.INVALID_GROUP_ID:
                     raise InvalidGroupId(f"invalid group id {group_id!r}: {entry.error_message}")
+                if entry.error_code == Errors.GROUP_AUTHORIZATION_FAILED:
+                    raise GroupAuthorizationFailed(entry.error_message or f"not authorized for group {group_id!r}")
                 if entry.error_code == Errors.NONE:
                     address = f"{entry.host}:{entry.port}"
                     self._coordinators[group_id] = address

@@ -8,6 +8,11 @@ Error policy:
 * UNKNOWN_MEMBER_ID → rejoin with no member id; MEMBER_ID_REQUIRED → adopt the given id and rejoin;
 * FENCED_INSTANCE_ID, INCONSISTENT_GROUP_PROTOCOL and request errors → fatal: the member stops and
   `wait_failed()` raises.
+* GROUP_AUTHORIZATION_FAILED (the node's ACL refuses this caller the group) from any call, FindCoordinator
+  included → fatal as above; `commit()` and `committed()` raise it to their caller.
+* THROTTLING_QUOTA_EXCEEDED on JoinGroup (the group's join rate) → wait the reply's throttle_time_ms, back off,
+  join again; GROUP_MAX_SIZE_REACHED and POLICY_VIOLATION (a configured limit) → fatal, `MemberFailed` carries
+  the node's error_message; an OffsetCommit refused as a whole gives its code for every partition.
 Ownership: partitions are revoked (`on_revoked`) before every rejoin, and the member stops believing it
 owns its assignment once a session timeout has passed without a successful heartbeat: no wait of the
 heartbeat loop outlasts that deadline. `revoke_reason` says why the last revocation happened.
@@ -26,7 +31,14 @@ from typing import Any
 import grpc
 
 from groupcoord.client.assignors import Assignor, get_assignor
-from groupcoord.client.discovery import Backoff, Connections, CoordinatorUnavailable, InvalidGroupId
+from groupcoord.client.discovery import (
+    Backoff,
+    Connections,
+    CoordinatorUnavailable,
+    GroupAuthorizationFailed,
+    InvalidGroupId,
+)
+from groupcoord.client.heartbeats import HeartbeatStream, StreamBroken
 from groupcoord.client.protocol import (
     PROTOCOL_TYPE,
     Assignment,
@@ -36,6 +48,7 @@ from groupcoord.client.protocol import (
     encode_assignment,
     encode_subscription,
 )
+from groupcoord.client.security import PLAINTEXT, ClientSecurity
 from groupcoord.logfields import fields
 from groupcoord.protocol.errors import Errors
 from groupcoord.protocol.v1 import groupcoord_pb2 as pb
@@ -53,8 +66,9 @@ REVOKE_REJOIN, REVOKE_SESSION_LOST, REVOKE_FATAL, REVOKE_CLOSED = "rejoin", "ses
 class MemberFailed(Exception):
     """A fatal error code: the member cannot go on (e.g. another process holds its group_instance_id)."""
 
-    def __init__(self, code: int, where: str) -> None:
-        super().__init__(f"{where}: {Errors(code).name if code in Errors._value2member_map_ else code}")
+    def __init__(self, code: int, where: str, message: str = "") -> None:
+        name = Errors(code).name if code in Errors._value2member_map_ else str(code)
+        super().__init__(f"{where}: {name}" + (f" ({message})" if message else ""))
         self.code = code
 
 
@@ -77,6 +91,7 @@ class GroupMember:
         on_assigned: Callback | None = None,
         on_revoked: Callback | None = None,
         join_reason: int = JoinReason.UNKNOWN,
+        security: ClientSecurity = PLAINTEXT,
     ) -> None:
         self.group_id = group_id
         self.topics = dict(topics)
@@ -92,7 +107,8 @@ class GroupMember:
         self.member_id = ""
         self.generation_id = -1
         self.assignment = Assignment(())
-        self._connections = Connections(bootstrap)
+        self._connections = Connections(bootstrap, security=security)
+        self._heartbeats = HeartbeatStream(self._connections)
         self._task: asyncio.Task[None] | None = None
         self._closing = False
         self.last_heartbeat_ok = 0.0  # time.monotonic() of the last successful heartbeat (or SyncGroup)
@@ -127,6 +143,7 @@ class GroupMember:
                 request = pb.LeaveGroupRequest(group_id=self.group_id)
                 request.members.add(member_id=self.member_id, reason="closed")
                 await self._call("LeaveGroup", request, attempts=3, lookup_timeout_s=2.0)
+        self._heartbeats.close()
         await self._connections.close()
 
     # -- offsets --------------------------------------------------------------------------------------
@@ -145,6 +162,10 @@ class GroupMember:
                 by_topic[topic] = request.topics.add(name=topic)
             by_topic[topic].partitions.add(partition_index=partition, committed_offset=offset)
         response = await self._call("OffsetCommit", request)
+        if response.error_code != Errors.NONE:
+            # Refused as a whole by a configured limit (e.g. too many partitions): every partition gets the code.
+            log.warning("member.commit_refused", extra=fields(group=self.group_id, error=response.error_message))
+            return dict.fromkeys(offsets, response.error_code)
         return {(t.name, p.partition_index): p.error_code for t in response.topics for p in t.partitions}
 
     async def committed(self) -> dict[tuple[str, int], int]:
@@ -198,7 +219,7 @@ class GroupMember:
                     self.member_id = ""
                 await backoff.wait()
                 continue
-            self._check(synced.error_code, "SyncGroup")
+            self._check(synced.error_code, "SyncGroup", synced.error_message)
             self.generation_id = joined.generation_id
             self.assignment = decode_assignment(synced.assignment) if synced.assignment else Assignment(())
             self.last_heartbeat_ok = time.monotonic()
@@ -248,7 +269,14 @@ class GroupMember:
                     self.member_id = ""
                 await backoff.wait()
                 continue
-            self._check(joined.error_code, "JoinGroup")
+            if joined.error_code == Errors.THROTTLING_QUOTA_EXCEEDED:
+                # The group's JoinGroup rate is used up: wait as told, then back off further each time, so
+                # that many throttled members do not all come back at once.
+                log.info("member.join_throttled", extra=fields(group=self.group_id, wait_ms=joined.throttle_time_ms))
+                await asyncio.sleep(joined.throttle_time_ms / 1000)
+                await backoff.wait()
+                continue
+            self._check(joined.error_code, "JoinGroup", joined.error_message)
             self.member_id = joined.member_id
             return joined
 
@@ -291,7 +319,7 @@ class GroupMember:
                 if reply.error_code == Errors.UNKNOWN_MEMBER_ID:
                     self.member_id = ""
                 return REVOKE_REJOIN
-            self._check(reply.error_code, "Heartbeat")
+            self._check(reply.error_code, "Heartbeat", reply.error_message)
         return REVOKE_CLOSED
 
     # -- plumbing -------------------------------------------------------------------------------------
@@ -315,20 +343,24 @@ class GroupMember:
                 address = await self._connections.coordinator(self.group_id, timeout_s=lookup_timeout_s)
             except InvalidGroupId as exc:
                 raise MemberFailed(Errors.INVALID_GROUP_ID, str(exc)) from None
+            except GroupAuthorizationFailed as exc:
+                raise MemberFailed(Errors.GROUP_AUTHORIZATION_FAILED, str(exc)) from None
             except CoordinatorUnavailable:
                 if attempts:
                     raise _Moved() from None
                 continue
             try:
-                reply = await getattr(self._connections.stub(address), method)(
-                    request, timeout=timeout_s or self._connections.request_timeout_s
-                )
+                reply = await self._send(method, address, request, timeout_s or self._connections.request_timeout_s)
             except grpc.aio.AioRpcError as exc:
                 if exc.code() == grpc.StatusCode.INVALID_ARGUMENT:
                     raise MemberFailed(Errors.INVALID_REQUEST, f"{method}: {exc.details()}") from None
                 code = None
+            except StreamBroken:
+                code = None
             else:
                 code = _first_code(reply)
+                if code == Errors.GROUP_AUTHORIZATION_FAILED:
+                    raise MemberFailed(code, getattr(reply, "error_message", "") or method)
                 if code not in REDISCOVER and code != Errors.COORDINATOR_LOAD_IN_PROGRESS:
                     return reply
             if code != Errors.COORDINATOR_LOAD_IN_PROGRESS:
@@ -337,9 +369,15 @@ class GroupMember:
                 raise _Moved()
             await backoff.wait()
 
-    def _check(self, code: int, where: str) -> None:
+    async def _send(self, method: str, address: str, request: Any, timeout_s: float) -> Any:
+        """Heartbeats go over the member's HeartbeatStream, every other call is a unary call."""
+        if method == "Heartbeat":
+            return await self._heartbeats.beat(address, request, timeout_s)
+        return await getattr(self._connections.stub(address), method)(request, timeout=timeout_s)
+
+    def _check(self, code: int, where: str, message: str = "") -> None:
         if code != Errors.NONE:
-            raise MemberFailed(code, where)
+            raise MemberFailed(code, where, message)
 
     async def _revoke(self, reason: str) -> None:
         if self.assignment.partitions:
@@ -356,9 +394,11 @@ class GroupMember:
 
 
 def _first_code(reply: Any) -> int:
-    """The code that says whether the coordinator handled the call (per-partition for OffsetCommit)."""
-    if hasattr(reply, "error_code"):
-        return reply.error_code
+    """The code that says whether the coordinator handled the call: the whole-request code when set, else the
+    first per-partition one (OffsetCommit answers "not the coordinator" per partition)."""
+    code = getattr(reply, "error_code", Errors.NONE)
+    if code != Errors.NONE:
+        return code
     for topic in getattr(reply, "topics", ()):
         for partition in topic.partitions:
             return partition.error_code

@@ -7,6 +7,7 @@ addMemberAndRebalance); every hard change is a record written through `_emit`.
 
 from __future__ import annotations
 
+from groupcoord.coordinator.limits import TokenBucket
 from groupcoord.coordinator.runtime import JOIN, SYNC, Runtime, Token, core_call, join_error, sync_error
 from groupcoord.coordinator.state import Group, GroupState
 from groupcoord.protocol import records as r
@@ -100,10 +101,35 @@ class Membership(Runtime):
             return Errors.INCONSISTENT_GROUP_PROTOCOL, "protocol_type and named protocols are required"
         return Errors.NONE, ""
 
+    # -- resource limits ----------------------------------------------------------------------------
+
+    def _new_group_refusal(self, group_id: str, node_groups: int) -> str:
+        """Why a request that would create `group_id` is refused, or "". `node_groups` is what the node counts
+        in the partitions it leads (this one included); existing groups are never refused."""
+        cfg = self.config
+        if group_id in self.store.groups:
+            return ""
+        if cfg.max_groups_per_partition and len(self.store.groups) >= cfg.max_groups_per_partition:
+            return f"this coordinator partition holds max_groups_per_partition = {cfg.max_groups_per_partition} groups"
+        if cfg.max_groups_per_node and node_groups >= cfg.max_groups_per_node:
+            return f"the partitions this node leads hold max_groups_per_node = {cfg.max_groups_per_node} groups"
+        return ""
+
+    def _join_wait_ms(self, group: Group) -> int:
+        """Takes one JoinGroup token of `group`: 0, or how long to wait when none is left."""
+        cfg = self.config
+        if not cfg.join_rate_per_s:
+            return 0
+        soft = self._soft(group.group_id)
+        if soft.join_bucket is None:
+            soft.join_bucket = TokenBucket(cfg.join_rate_per_s, cfg.join_burst, float(cfg.join_burst), self._mono())
+        return soft.join_bucket.take(self._mono())
+
     # -- JoinGroup ----------------------------------------------------------------------------------
 
     @core_call
-    def join_group(self, req: pb.JoinGroupRequest, token: Token, client_host: str = "") -> None:
+    def join_group(self, req: pb.JoinGroupRequest, token: Token, client_host: str = "", node_groups: int = 0) -> None:
+        """`node_groups`: the groups of every partition the node leads, for `max_groups_per_node`."""
         code = self._group_id_error(req.group_id)
         message = ""
         if code == Errors.NONE:
@@ -111,13 +137,20 @@ class Membership(Runtime):
         if code != Errors.NONE:
             self._reply(token, join_error(code, req.member_id, message))
         else:
-            self._join(req, token, client_host)
+            self._join(req, token, client_host, node_groups)
         return
 
-    def _join(self, req: pb.JoinGroupRequest, token: Token, client_host: str) -> None:
+    def _join(self, req: pb.JoinGroupRequest, token: Token, client_host: str, node_groups: int) -> None:
         group = self.store.get(req.group_id)
         if group is None and req.member_id:
             self._reply(token, join_error(Errors.UNKNOWN_MEMBER_ID, req.member_id, "no such group"))
+            return
+        if group is None and (refusal := self._new_group_refusal(req.group_id, node_groups)):
+            self._reply(token, join_error(Errors.POLICY_VIOLATION, "", refusal))
+            return
+        if group is not None and (wait_ms := self._join_wait_ms(group)):
+            message = f"over group_join_rate_per_s = {self.config.join_rate_per_s}; retry in {wait_ms} ms"
+            self._reply(token, join_error(Errors.THROTTLING_QUOTA_EXCEEDED, req.member_id, message, wait_ms))
             return
         if not req.member_id:
             self._join_unknown(group, req, token, client_host)
@@ -131,7 +164,9 @@ class Membership(Runtime):
             return False
         if member_id in group.members:
             self._remove_member(group, member_id, r.RemovalCause.GROUP_MAX_SIZE, "group is full")
-        self._reply(token, join_error(Errors.GROUP_MAX_SIZE_REACHED, member_id))
+        self._reply(
+            token, join_error(Errors.GROUP_MAX_SIZE_REACHED, member_id, f"group_max_size is {self.config.max_size}")
+        )
         self._maybe_complete_join(group)
         return True
 
@@ -163,7 +198,8 @@ class Membership(Runtime):
             self._add_member(group, new_id, req, token, host)
             return
         if group is not None and len(group.pending_members) >= self.config.max_pending_members:
-            self._reply(token, join_error(Errors.GROUP_MAX_SIZE_REACHED, "", "too many pending members"))
+            message = f"group_max_pending_members = {self.config.max_pending_members} ids handed out, not joined yet"
+            self._reply(token, join_error(Errors.GROUP_MAX_SIZE_REACHED, "", message))
             return
         self._emit(r.PendingMemberAdded(req.group_id, new_id, req.session_timeout_ms, self._wall()))
         self._reply(token, join_error(Errors.MEMBER_ID_REQUIRED, new_id))
@@ -442,11 +478,15 @@ class Membership(Runtime):
     @core_call
     def sync_group(self, req: pb.SyncGroupRequest, token: Token) -> None:
         code, group = self._generation_check(req.group_id, req.member_id, req.group_instance_id, req.generation_id)
+        message = ""
         if code == Errors.NONE and group is not None:
+            limit = self.config.max_assignment_bytes
             if (req.protocol_type and req.protocol_type != group.protocol_type) or (
                 req.protocol_name and req.protocol_name != group.protocol_name
             ):
                 code = Errors.INCONSISTENT_GROUP_PROTOCOL
+            elif any(len(a.assignment) > limit for a in req.assignments):
+                code, message = Errors.POLICY_VIOLATION, f"an assignment exceeds group_max_assignment_bytes = {limit}"
             elif group.state == PREPARING:
                 code = Errors.REBALANCE_IN_PROGRESS
             elif group.state == COMPLETING:
@@ -457,7 +497,7 @@ class Membership(Runtime):
                 self._refresh_session(group, req.member_id)
                 self._reply(token, self._sync_ok(group, req.member_id))
                 return
-        self._reply(token, sync_error(code))
+        self._reply(token, sync_error(code, message))
         return
 
     def _generation_check(
@@ -558,7 +598,7 @@ class Membership(Runtime):
     # -- AddMembersToGroup --------------------------------------------------------------------------
 
     @core_call
-    def add_members(self, req: pb.AddMembersToGroupRequest, token: Token) -> None:
+    def add_members(self, req: pb.AddMembersToGroupRequest, token: Token, node_groups: int = 0) -> None:
         code = self._group_id_error(req.group_id)
         if code == Errors.NONE and not req.group_instance_ids:
             self._reply(
@@ -569,6 +609,9 @@ class Membership(Runtime):
             self._reply(token, pb.AddMembersToGroupResponse(error_code=code))
             return
         group = self.store.get(req.group_id)
+        if group is None and (refusal := self._new_group_refusal(req.group_id, node_groups)):
+            self._reply(token, pb.AddMembersToGroupResponse(error_code=Errors.POLICY_VIOLATION, error_message=refusal))
+            return
         known = set(group.static_members) | set(group.registered_instances) if group else set()
         size = len(group.members) + len(group.registered_instances) if group else 0
         # An ordered set: a list's `in` made a request of n ids cost O(n^2) on the event loop.

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import re
+
+from groupcoord.coordinator.limits import exceeds
 from groupcoord.coordinator.membership import Membership
 from groupcoord.coordinator.runtime import Token, core_call
 from groupcoord.coordinator.state import Group, GroupState
@@ -9,22 +12,37 @@ from groupcoord.protocol import records as r
 from groupcoord.protocol.errors import Errors
 from groupcoord.protocol.v1 import groupcoord_pb2 as pb
 
+# Kafka's legal topic names; the bound keeps an offsets_committed event line proportional to its partitions.
+TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]{1,249}")
+
 
 class Offsets(Membership):
     @core_call
-    def offset_commit(self, req: pb.OffsetCommitRequest, token: Token) -> None:
+    def offset_commit(self, req: pb.OffsetCommitRequest, token: Token, node_groups: int = 0) -> None:
+        """`node_groups`: the groups of every partition the node leads, for `max_groups_per_node`."""
         code = self._group_id_error(req.group_id, allow_empty=True)
+        most = self.config.offset_commit_max_partitions
+        if code == Errors.NONE and exceeds((len(t.partitions) for t in req.topics), most):
+            # Refused before any per-partition work: no response item, no record, no event line.
+            message = f"more than offset_commit_max_partitions = {most} partitions"
+            self._reply(token, pb.OffsetCommitResponse(error_code=Errors.POLICY_VIOLATION, error_message=message))
+            return
+        group = self.store.get(req.group_id)
+        message = ""
         if code == Errors.NONE:
-            code = self._commit_error(self.store.get(req.group_id), req)
-        resp = pb.OffsetCommitResponse()
+            code = self._commit_error(group, req)
+        if code == Errors.NONE and group is None and (message := self._new_group_refusal(req.group_id, node_groups)):
+            code = Errors.POLICY_VIOLATION
+        resp = pb.OffsetCommitResponse(error_code=code if message else Errors.NONE, error_message=message)
         rows: list[r.OffsetRow] = []
         limit = self.config.offset_metadata_max_bytes
         for topic in req.topics:
             out = resp.topics.add(name=topic.name)
+            legal = TOPIC_NAME.fullmatch(topic.name) is not None
             for part in topic.partitions:
                 item = code
                 if item == Errors.NONE:
-                    if not topic.name or part.partition_index < 0 or part.committed_offset < 0:
+                    if not legal or part.partition_index < 0 or part.committed_offset < 0:
                         item = Errors.INVALID_REQUEST
                     elif len(part.committed_metadata.encode()) > limit:
                         item = Errors.OFFSET_METADATA_TOO_LARGE
@@ -68,6 +86,11 @@ class Offsets(Membership):
     @core_call
     def offset_fetch(self, req: pb.OffsetFetchRequest, token: Token) -> None:
         code = self._group_id_error(req.group_id, allow_empty=True)
+        most = self.config.offset_fetch_max_partitions
+        if code == Errors.NONE and exceeds((len(t.partition_indexes) for t in req.topics), most):
+            message = f"more than offset_fetch_max_partitions = {most} partitions"
+            self._reply(token, pb.OffsetFetchResponse(error_code=Errors.POLICY_VIOLATION, error_message=message))
+            return
         resp = pb.OffsetFetchResponse(error_code=code)
         group = self.store.get(req.group_id) if code == Errors.NONE else None
         offsets = group.offsets if group is not None else {}

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar
 
 from groupcoord.coordinator.config import GroupConfig
+from groupcoord.coordinator.limits import TokenBucket
 from groupcoord.coordinator.state import Group, GroupState, GroupStore
 from groupcoord.coordinator.timers import Timers
 from groupcoord.protocol import records as r
@@ -93,6 +94,8 @@ class GroupSoft:
     # Not None while the first rebalance of an Empty group waits out group.initial.rebalance.delay.ms.
     initial_remaining_ms: int | None = None
     new_member_added: bool = False
+    # JoinGroup admission (`GroupConfig.join_rate_per_s`); created at the group's first counted JoinGroup.
+    join_bucket: TokenBucket | None = None
 
 
 def _new_uuid() -> str:
@@ -265,8 +268,10 @@ class Runtime:
         return sum(len(s.join_waiters) + len(s.sync_waiters) for s in self.soft.values())
 
 
-def join_error(code: Errors, member_id: str = "", message: str = "") -> pb.JoinGroupResponse:
-    return pb.JoinGroupResponse(error_code=code, generation_id=-1, member_id=member_id, error_message=message)
+def join_error(code: Errors, member_id: str = "", message: str = "", throttle_ms: int = 0) -> pb.JoinGroupResponse:
+    return pb.JoinGroupResponse(
+        error_code=code, generation_id=-1, member_id=member_id, error_message=message, throttle_time_ms=throttle_ms
+    )
 
 
 def sync_error(code: Errors, message: str = "") -> pb.SyncGroupResponse:

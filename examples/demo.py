@@ -2,6 +2,7 @@
 is killed with SIGKILL and the workers carry on without a rebalance. Runs in well under two minutes.
 
     python examples/demo.py        (README's `make run`)
+    python examples/demo.py --tls  (`make run TLS=1`: TLS with client certificates, from a development CA)
 
 Each step prints the command a person would type for it. Everything the demo starts it stops again, by pid,
 also on Ctrl-C.
@@ -9,6 +10,7 @@ also on Ctrl-C.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import shutil
@@ -26,6 +28,12 @@ BOOTSTRAP = ",".join(f"127.0.0.{i}:{BASE_PORT}" for i in (1, 2, 3))
 GROUP, TOPIC = "demo", "orders:8"
 WORKERS = (("w1", True), ("w2", True), ("d1", False), ("d2", False))
 GROUPCOORD = [sys.executable, "-m", "groupcoord"]
+TLS_DIR = CLUSTER_DIR / "tls"
+# What every client of the --tls cluster passes: `cluster up --tls` makes the CA and the admin certificate.
+TLS_FLAGS = [
+    "--ca-file", str(TLS_DIR / "ca.pem"), "--cert-file", str(TLS_DIR / "admin.pem"),
+    "--key-file", str(TLS_DIR / "admin-key.pem"),
+]  # fmt: skip
 
 
 def step(text: str) -> None:
@@ -44,11 +52,11 @@ def run(*args: str, check: bool = True, show: bool = True) -> subprocess.Complet
 
 
 class Worker:
-    def __init__(self, name: str, static: bool) -> None:
+    def __init__(self, name: str, static: bool, client_flags: list[str]) -> None:
         self.name = name
         cmd = [
             sys.executable, str(ROOT / "examples" / "worker.py"), "--bootstrap", BOOTSTRAP, "--group", GROUP,
-            "--topic", TOPIC, "--session-timeout-ms=6000", "--heartbeat-interval-ms=500",
+            "--topic", TOPIC, "--session-timeout-ms=6000", "--heartbeat-interval-ms=500", *client_flags,
         ] + (["--instance", name] if static else [])  # fmt: skip
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         self.assigned: tuple[int, list[str]] | None = None
@@ -89,24 +97,29 @@ def wait_settled(workers: list[Worker], timeout_s: float = 60.0) -> int:
     raise SystemExit("the workers did not settle on one generation in time")
 
 
-def main() -> int:
+def main(tls: bool) -> int:
     workers: list[Worker] = []
+    client_flags = TLS_FLAGS if tls else []
     try:
-        step("1. Start a local 3-node cluster (16 Raft partitions, leaders spread over the nodes)")
+        what = ", TLS with client certificates" if tls else ""
+        step(f"1. Start a local 3-node cluster (16 Raft partitions, leaders spread over the nodes{what})")
         if CLUSTER_DIR.exists():
             run("cluster", "down", "--dir", str(CLUSTER_DIR), check=False)
             shutil.rmtree(CLUSTER_DIR)
         run("cluster", "up", "--dir", str(CLUSTER_DIR), "--nodes", "3", "--base-port", str(BASE_PORT),
-            "--raft-base-port", str(RAFT_BASE_PORT))  # fmt: skip
+            "--raft-base-port", str(RAFT_BASE_PORT), *(["--tls"] if tls else []))  # fmt: skip
 
         step(f"2. Start four workers sharing topic {TOPIC} in group {GROUP!r}: static w1, w2; dynamic d1, d2")
-        print("$ python examples/worker.py --group demo --topic orders:8 [--instance w1]   (x4)")
-        workers = [Worker(name, static) for name, static in WORKERS]
+        shown = " ".join(["--group demo --topic orders:8", *client_flags, "[--instance w1]"])
+        print(f"$ python examples/worker.py {shown}   (x4)")
+        workers = [Worker(name, static, client_flags) for name, static in WORKERS]
         generation = wait_settled(workers)
         print(f"-> every partition has exactly one owner, all in generation {generation}")
 
         step("3. Kill -9 the node that coordinates the group")
-        described = run("groups", "describe", GROUP, "--json", "--bootstrap", BOOTSTRAP, show=False).stdout
+        described = run(
+            "groups", "describe", GROUP, "--json", "--bootstrap", BOOTSTRAP, *client_flags, show=False
+        ).stdout
         node_id = json.loads(described)[0]["coordinator_node_id"]
         state = json.loads((CLUSTER_DIR / "state.json").read_text())
         pid = next(n["pid"] for n in state["nodes"] if n["node_id"] == node_id)
@@ -124,7 +137,7 @@ def main() -> int:
         print(f"   ({time.monotonic() - killed_at:.0f} s after the kill)")
 
         step("5. Describe the group at its new coordinator")
-        run("groups", "describe", GROUP, "--bootstrap", BOOTSTRAP)
+        run("groups", "describe", GROUP, "--bootstrap", BOOTSTRAP, *client_flags)
         run("cluster", "status", "--dir", str(CLUSTER_DIR), check=False)
         return 0
     finally:
@@ -135,7 +148,9 @@ def main() -> int:
 
 
 if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tls", action="store_true", help="the cluster serves TLS and requires client certificates")
     try:
-        sys.exit(main())
+        sys.exit(main(parser.parse_args().tls))
     except KeyboardInterrupt:
         sys.exit(130)

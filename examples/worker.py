@@ -1,6 +1,7 @@
 """A demo worker: owns partitions of virtual topics through a groupcoord group and commits its progress.
 
     python examples/worker.py --group demo --topic orders:12 [--instance w1] [--bootstrap host:port,...]
+        [--ca-file ca.pem --cert-file admin.pem --key-file admin-key.pem]   (a TLS cluster: `cluster up --tls`)
 
 Every assignment change is printed as one JSON line (event, member, generation, partitions), so people and
 tests can follow who owns what. Each second the worker "processes" one record per owned partition and
@@ -18,6 +19,8 @@ import sys
 import time
 
 from groupcoord.client import Assignment, GroupMember
+from groupcoord.errors import UserError
+from groupcoord.security_flags import add_security_flags, client_security
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:50051,127.0.0.2:50051,127.0.0.3:50051"
 
@@ -61,6 +64,7 @@ async def main(args: argparse.Namespace) -> int:
         heartbeat_interval_ms=args.heartbeat_interval_ms,
         on_assigned=assigned,
         on_revoked=revoked,
+        security=args.security,
     )
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -99,7 +103,13 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--session-timeout-ms", type=int, default=10_000)
     parser.add_argument("--heartbeat-interval-ms", type=int, default=1_000)
     parser.add_argument("--commit-interval-s", type=float, default=1.0)
-    return parser.parse_args(argv)
+    add_security_flags(parser)
+    args = parser.parse_args(argv)
+    try:
+        args.security = client_security(args)
+    except UserError as exc:
+        parser.error(str(exc))
+    return args
 
 
 if __name__ == "__main__":

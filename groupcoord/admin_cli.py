@@ -17,6 +17,7 @@ from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
 from groupcoord.errors import UserError
+from groupcoord.security_flags import add_security_flags, client_security, unreachable_hint
 
 if TYPE_CHECKING:
     from groupcoord.client.admin import Admin
@@ -90,16 +91,19 @@ def _failures(items: dict[str, int]) -> int:
 def _run(args: argparse.Namespace, job: Callable[[Admin], Awaitable[int]]) -> int:
     """Runs `job` with an Admin on --bootstrap; maps whole-request failures to one line and an exit code."""
     bootstrap = parse_bootstrap(args.bootstrap)
+    security = client_security(args)
     from groupcoord.client.admin import Admin, AdminError, ClusterUnreachable
 
     async def main() -> int:
-        async with Admin(bootstrap, deadline_s=args.timeout, connect_timeout_s=min(5.0, args.timeout)) as admin:
+        async with Admin(
+            bootstrap, deadline_s=args.timeout, connect_timeout_s=min(5.0, args.timeout), security=security
+        ) as admin:
             return await job(admin)
 
     try:
         return asyncio.run(main())
     except ClusterUnreachable as exc:
-        raise Unreachable(f"cannot reach the cluster: {exc.message}") from None
+        raise Unreachable(f"cannot reach the cluster: {exc.message}{unreachable_hint(security)}") from None
     except AdminError as exc:
         raise RequestFailed(str(exc)) from None
 
@@ -301,6 +305,7 @@ def _connection_flags(parser: argparse.ArgumentParser) -> None:
         metavar="S",
         help="retry deadline while coordinators move (default: %(default)s; an unreachable cluster fails in 5 s)",
     )
+    add_security_flags(parser)
 
 
 def _action(actions: argparse._SubParsersAction, name: str, help_: str, handler: Callable) -> argparse.ArgumentParser:

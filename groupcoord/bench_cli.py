@@ -74,6 +74,8 @@ def _add_options(name: str, p: argparse.ArgumentParser) -> None:
         p.add_argument("--p99-limit-ms", type=float, default=50.0, help="(default: %(default)s)")
         p.add_argument("--clients", type=int, default=0, metavar="N", help="client processes (default: one per "
                        "3,000 heartbeats/s)")  # fmt: skip
+        p.add_argument("--heartbeat-rpc", choices=("unary", "stream"), default="stream",
+                       help="unary Heartbeat calls or a HeartbeatStream per member (default: %(default)s)")  # fmt: skip
     elif name == "scale":
         p.add_argument("--groups", type=_positive, default=10_000, help="(default: %(default)s)")
         p.add_argument("--members-per-group", type=_positive, default=5, help="(default: %(default)s)")

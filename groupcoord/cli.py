@@ -1,5 +1,5 @@
 """The `groupcoord` command line: one subcommand per job (`node`, `cluster`, `groups`, `members`, `offsets`,
-`chaos`, `events`, `analyze`, `bench`).
+`chaos`, `events`, `analyze`, `bench`, `token`, `certs`).
 
 Handlers import what they run lazily, so `--help` and a mistyped flag answer without loading grpc.
 """
@@ -14,11 +14,12 @@ from collections.abc import Sequence
 from importlib.metadata import version
 from pathlib import Path
 
-from groupcoord import admin_cli, bench_cli, events_cli
+from groupcoord import admin_cli, bench_cli, certs_cli, events_cli
 from groupcoord.chaos import cli as chaos_cli
 from groupcoord.errors import UserError
 from groupcoord.node import config as node_config
 from groupcoord.pipeline import cli as pipeline_cli
+from groupcoord.security_flags import add_security_flags, client_security
 
 
 def _run_node(args: argparse.Namespace) -> int:
@@ -51,7 +52,7 @@ def _health(args: argparse.Namespace) -> int:
     from groupcoord import localcluster
 
     address = args.address or f"127.0.0.1:{os.environ.get(node_config.ENV_PREFIX + 'PORT', '50051')}"
-    status = localcluster.health(address, args.timeout)
+    status = localcluster.health(address, args.timeout, client_security(args))
     print(f"{address}: {status}")
     return 0 if status == "SERVING" else 1
 
@@ -67,7 +68,34 @@ def _add_health(commands: argparse._SubParsersAction) -> None:
         "--address", metavar="HOST:PORT", help="the node (default: 127.0.0.1 and $GROUPCOORD_PORT, or 50051)"
     )
     health.add_argument("--timeout", type=float, default=2.0, metavar="S", help="seconds (default: 2)")
+    add_security_flags(health)
     health.set_defaults(handler=_health)
+
+
+def _token_hash(args: argparse.Namespace) -> int:
+    import getpass
+
+    from groupcoord.node.auth import hash_token
+
+    token = (getpass.getpass("token: ") if sys.stdin.isatty() else sys.stdin.readline()).strip()
+    if not token:
+        raise UserError("no token given on stdin")
+    print(hash_token(token))
+    return 0
+
+
+def _add_token(commands: argparse._SubParsersAction) -> None:
+    token = commands.add_parser(
+        "token",
+        help="bearer tokens for the ACL file",
+        description="Print the SHA-256 digest that the ACL file's [[tokens]] entries hold for a token "
+        "(docs/SECURITY.md#authorization). The token is read from stdin (typed without echo on a terminal), "
+        "never from the command line, so it stays out of shell history and `ps`.",
+    )
+    actions = token.add_subparsers(title="actions", dest="action", required=True, metavar="ACTION")
+    actions.add_parser("hash", help="read a token on stdin, print its sha256 for the ACL file").set_defaults(
+        handler=_token_hash
+    )
 
 
 def _add_cluster(commands: argparse._SubParsersAction) -> None:
@@ -106,6 +134,14 @@ def _add_cluster(commands: argparse._SubParsersAction) -> None:
         action="store_true",
         help="stay in the foreground printing changes (a node exits, a partition changes leader) until Ctrl-C "
         "or SIGTERM, then stop the cluster",
+    )
+    up.add_argument(
+        "--tls",
+        action="store_true",
+        help="serve TLS with client certificates required, from a development CA made in DIR/tls on first use",
+    )
+    up.add_argument(
+        "--tls-dir", type=Path, metavar="CERTS", help="use the certificates of `certs init CERTS` (implies --tls)"
     )
     up.add_argument("node_args", nargs="*", metavar="-- NODE_FLAG", help="flags for every `groupcoord node` (after --)")
     up.set_defaults(handler=_cluster_up)
@@ -149,11 +185,13 @@ def build_parser() -> argparse.ArgumentParser:
     node.set_defaults(handler=_run_node)
     _add_cluster(commands)
     _add_health(commands)
+    _add_token(commands)
     admin_cli.register(commands)
     chaos_cli.register(commands)
     events_cli.register(commands)
     pipeline_cli.register(commands)
     bench_cli.register(commands)
+    certs_cli.register(commands)
     return parser
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from groupcoord.errors import UserError
+from groupcoord.security_flags import add_security_flags, client_security, unreachable_hint
 
 if TYPE_CHECKING:
     from groupcoord.client.admin import Admin
@@ -53,8 +54,10 @@ def _from_cluster(args: argparse.Namespace, merger: Merger) -> tuple[list[str], 
     from groupcoord.admin_cli import Unreachable, parse_bootstrap
     from groupcoord.client.admin import Admin, AdminError, ClusterUnreachable
 
+    security = client_security(args)
+
     async def main() -> tuple[list[str], list[str]]:
-        async with Admin(parse_bootstrap(args.bootstrap), deadline_s=args.timeout) as admin:
+        async with Admin(parse_bootstrap(args.bootstrap), deadline_s=args.timeout, security=security) as admin:
             cluster = await admin.describe_cluster()
             read, failed = [], []
             for node in cluster.nodes:  # one at a time: a node's events are held in memory until merged
@@ -78,7 +81,7 @@ def _from_cluster(args: argparse.Namespace, merger: Merger) -> tuple[list[str], 
     try:
         return asyncio.run(main())
     except ClusterUnreachable as exc:
-        raise Unreachable(f"cannot reach the cluster: {exc.message}") from None
+        raise Unreachable(f"cannot reach the cluster: {exc.message}{unreachable_hint(security)}") from None
 
 
 def _manifest(merged: Export, sources: list[str], unreachable: list[str]) -> dict[str, object]:
@@ -168,4 +171,5 @@ def register(commands: argparse._SubParsersAction) -> None:
     export.add_argument("--timeout", type=float, default=120.0, help="seconds for each node's stream (default 120)")
     export.add_argument("--data-dir", type=Path, action="append", metavar="DIR", help="a node's data dir (repeat)")
     export.add_argument("--cluster-dir", type=Path, metavar="DIR", help="a `groupcoord cluster up` dir: all its nodes")
+    add_security_flags(export)
     export.set_defaults(handler=_export)

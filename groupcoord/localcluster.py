@@ -31,6 +31,8 @@ from typing import Any
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from groupcoord import certs
+from groupcoord.client.security import PLAINTEXT, ClientSecurity, SecurityError, sync_channel
 from groupcoord.errors import StartupError, UserError
 from groupcoord.node import config as node_config
 from groupcoord.node.balance import preferred_leader
@@ -62,8 +64,15 @@ MANAGED = frozenset(
         "cluster_secret",
         "metrics_port",
         "log_format",
+        "tls_cert_file",
+        "tls_key_file",
+        "tls_client_ca_file",
+        "tls_client_auth",
     }
 )
+# The client identity `cluster up --tls` issues and uses itself (health checks, status), and hands to the demo.
+ADMIN_CLIENT = "admin"
+TLS_DIR = "tls"
 # Loopback addresses other than 127.0.0.1 are not guaranteed to exist, and an HTTP proxy must not see them.
 CHANNEL_OPTIONS = (("grpc.enable_http_proxy", 0),)
 
@@ -103,6 +112,8 @@ class ClusterState:
     secret_file: str
     node_args: list[str] = field(default_factory=list)
     version: int = 1
+    # The certificates of the last `up --tls` (nodes serve TLS with mutual TLS required); empty: plaintext.
+    tls_dir: str = ""
 
     @property
     def path(self) -> Path:
@@ -110,6 +121,13 @@ class ClusterState:
 
     def peers(self) -> str:
         return ",".join(f"{n.node_id}={n.host}:{n.port}:{n.raft_port}" for n in self.nodes)
+
+    def security(self) -> ClientSecurity:
+        """How this tool reaches the nodes: as the admin client when they serve TLS."""
+        if not self.tls_dir:
+            return PLAINTEXT
+        cert, key = certs.client_cert(Path(self.tls_dir), ADMIN_CLIENT)
+        return ClientSecurity(str(Path(self.tls_dir) / certs.CA_FILE), str(cert), str(key))
 
     def save(self) -> None:
         """Atomically (write + rename), so `down` never reads half a file after a crash of `up`."""
@@ -227,9 +245,9 @@ def _uninterruptible() -> Iterator[None]:
 # -- talking to nodes -----------------------------------------------------------------------------
 
 
-def health(address: str, timeout_s: float = 1.0) -> str:
+def health(address: str, timeout_s: float = 1.0, security: ClientSecurity = PLAINTEXT) -> str:
     """The node's gRPC health status name (SERVING, NOT_SERVING, ...) or UNREACHABLE."""
-    with grpc.insecure_channel(address, options=CHANNEL_OPTIONS) as channel:
+    with sync_channel(address, security, CHANNEL_OPTIONS) as channel:
         try:
             reply = health_pb2_grpc.HealthStub(channel).Check(
                 health_pb2.HealthCheckRequest(service=SERVICE), timeout=timeout_s
@@ -239,8 +257,10 @@ def health(address: str, timeout_s: float = 1.0) -> str:
     return health_pb2.HealthCheckResponse.ServingStatus.Name(reply.status)
 
 
-def _describe_cluster(address: str, timeout_s: float = 2.0) -> pb.DescribeClusterResponse | None:
-    with grpc.insecure_channel(address, options=CHANNEL_OPTIONS) as channel:
+def _describe_cluster(
+    address: str, security: ClientSecurity, timeout_s: float = 2.0
+) -> pb.DescribeClusterResponse | None:
+    with sync_channel(address, security, CHANNEL_OPTIONS) as channel:
         try:
             return pb_grpc.GroupCoordinatorStub(channel).DescribeCluster(pb.DescribeClusterRequest(), timeout=timeout_s)
         except grpc.RpcError:
@@ -329,6 +349,8 @@ class UpOptions:
     timeout: float = 60.0
     foreground: bool = False
     node_args: list[str] = field(default_factory=list)
+    tls: bool = False
+    tls_dir: Path | None = None
 
 
 def _new_state(opts: UpOptions, cluster_dir: Path) -> ClusterState:
@@ -389,7 +411,7 @@ def _start_node(state: ClusterState, node: NodeEntry, secret: str) -> subprocess
         sys.executable, "-m", "groupcoord", "node",
         f"--node-id={node.node_id}", f"--host={node.host}", f"--port={node.port}",
         f"--peers={state.peers()}", f"--partitions={state.partitions}", f"--data-dir={node.data_dir}",
-        f"--metrics-port={node.metrics_port}", "--log-format=json", *state.node_args,
+        f"--metrics-port={node.metrics_port}", "--log-format=json", *_tls_flags(state, node), *state.node_args,
     ]  # fmt: skip
     env = {**os.environ, SECRET_ENV: secret}
     with open(node.log, "ab") as log:
@@ -398,6 +420,47 @@ def _start_node(state: ClusterState, node: NodeEntry, secret: str) -> subprocess
         )
     _spawned.add(proc.pid)
     return proc
+
+
+def _tls_dir(opts: UpOptions, cluster_dir: Path) -> Path | None:
+    """The certificates the nodes serve with: --tls-dir's, else the cluster dir's own `tls/`; None for plaintext."""
+    if not opts.tls and opts.tls_dir is None:
+        return None
+    return (opts.tls_dir or cluster_dir / TLS_DIR).expanduser().resolve()
+
+
+def _ensure_certs(directory: Path, nodes: int) -> None:
+    """Makes a development CA in `directory` when it has none; checks every file `up` will use is there."""
+    if not (directory / certs.CA_FILE).exists():
+        issued = certs.init(directory, nodes, [ADMIN_CLIENT])
+        _say(f"made a development CA and certificates in {_display(str(directory))} (client: {issued.clients[0].name})")
+    wanted = [directory / certs.CA_FILE, *certs.client_cert(directory, ADMIN_CLIENT)]
+    for node_id in range(1, nodes + 1):
+        wanted += certs.node_cert(directory, node_id)
+    missing = [p.name for p in wanted if not p.is_file()]
+    if missing:
+        raise UserError(
+            f"{directory} lacks {', '.join(missing)}: `cluster up` needs node-1 to node-{nodes} and an "
+            f"{ADMIN_CLIENT!r} client (groupcoord certs init DIR --nodes {nodes} --clients {ADMIN_CLIENT},...)"
+        )
+    ca = directory / certs.CA_FILE
+    cert, key = certs.client_cert(directory, ADMIN_CLIENT)
+    try:
+        ClientSecurity(str(ca), str(cert), str(key)).credentials()
+    except SecurityError as exc:
+        raise UserError(str(exc)) from None
+
+
+def _tls_flags(state: ClusterState, node: NodeEntry) -> list[str]:
+    """TLS with mutual TLS required: every client needs a certificate of the cluster's CA."""
+    if not state.tls_dir:
+        return []
+    directory = Path(state.tls_dir)
+    cert, key = certs.node_cert(directory, node.node_id)
+    return [
+        f"--tls-cert-file={cert}", f"--tls-key-file={key}", f"--tls-client-ca-file={directory / certs.CA_FILE}",
+        "--tls-client-auth=require",
+    ]  # fmt: skip
 
 
 def _log_tail(path: str, since: int) -> list[str]:
@@ -422,7 +485,8 @@ def _exited(state: ClusterState, procs: Procs) -> tuple[NodeEntry, str] | None:
 
 def _all_serving(state: ClusterState) -> NodeEntry | None:
     """None when every node reports SERVING in this one round, else the first that does not."""
-    return next((n for n in state.nodes if health(n.address) != "SERVING"), None)
+    security = state.security()
+    return next((n for n in state.nodes if health(n.address, security=security) != "SERVING"), None)
 
 
 def _wait_serving(state: ClusterState, procs: Procs, timeout_s: float) -> tuple[NodeEntry, str] | None:
@@ -447,7 +511,7 @@ def _leader_views(state: ClusterState) -> str:
     """What each node believes about the partition leaders, to tell a stuck election from a stuck barrier."""
     views = []
     for node in state.nodes:
-        described = _describe_cluster(node.address)
+        described = _describe_cluster(node.address, state.security())
         if described is None:
             views.append(f"node {node.node_id} does not answer DescribeCluster")
             continue
@@ -498,9 +562,15 @@ def up(opts: UpOptions) -> int:
             )
         state = _reuse_state(opts, state)
         restart = True
+    tls_dir = _tls_dir(opts, cluster_dir)
+    if opts.tls_dir is not None and tls_dir is not None:
+        _ensure_certs(tls_dir, len(state.nodes))  # the user's directory: checked before anything is created
     _check_ports_free(state)
     cluster_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     secret = _secret(cluster_dir).read_text().strip()
+    if tls_dir is not None:
+        _ensure_certs(tls_dir, len(state.nodes))
+    state.tls_dir = str(tls_dir or "")
 
     procs: dict[int, subprocess.Popen[bytes]] = {}
     log_offsets = {n.node_id: Path(n.log).stat().st_size if Path(n.log).exists() else 0 for n in state.nodes}
@@ -575,7 +645,8 @@ def _node_json(state: ClusterState, node: NodeEntry) -> dict[str, Any]:
 def _print_up(state: ClusterState, as_json: bool, foreground: bool) -> None:
     if as_json:
         nodes = [_node_json(state, n) for n in state.nodes]
-        print(json.dumps({"dir": state.dir, "partitions": state.partitions, "nodes": nodes}, indent=2), flush=True)
+        out = {"dir": state.dir, "partitions": state.partitions, "nodes": nodes, "tls_dir": state.tls_dir or None}
+        print(json.dumps(out, indent=2), flush=True)
         return
     metrics = state.nodes[0].metrics_port >= 0
     headers = ["NODE", "ADDRESS", "RAFT PORTS", "PID", "LOG"] + (["METRICS"] if metrics else [])
@@ -586,6 +657,12 @@ def _print_up(state: ClusterState, as_json: bool, foreground: bool) -> None:
     ]
     print(_table(headers, rows))
     print(f"Every node is SERVING; {state.partitions} partitions, each with a leader.")
+    if state.tls_dir:
+        security = state.security()
+        print(
+            f"TLS with client certificates required. Clients: --ca-file {_display(security.ca_file)} "
+            f"--cert-file {_display(security.cert_file)} --key-file {_display(security.key_file)}"
+        )
     if not foreground:
         print(f"Stop it with: groupcoord cluster down --dir {_display(state.dir)}", flush=True)
 
@@ -597,7 +674,7 @@ def _leaders(state: ClusterState) -> tuple[int | None, dict[int, tuple[int, int]
     """(answering node, partition -> (leader, term)) from the first node that answers DescribeCluster."""
     for node in state.nodes:
         if _is_node(node):
-            reply = _describe_cluster(node.address, timeout_s=1.0)
+            reply = _describe_cluster(node.address, state.security(), timeout_s=1.0)
             if reply is not None:
                 return node.node_id, {p.partition_id: (p.leader_node_id, p.term) for p in reply.partitions}
     return None, {}
@@ -662,10 +739,10 @@ def status(cluster_dir: Path, as_json: bool = False) -> int:
     described: tuple[int, pb.DescribeClusterResponse] | None = None
     for node in state.nodes:
         running = _is_node(node)
-        status = health(node.address) if running else "DOWN"
+        status = health(node.address, security=state.security()) if running else "DOWN"
         nodes.append({**_node_json(state, node), "pid": node.pid if running else None, "health": status})
         if running and described is None:
-            reply = _describe_cluster(node.address)
+            reply = _describe_cluster(node.address, state.security())
             if reply is not None:
                 described = (node.node_id, reply)
     healthy = all(n["health"] == "SERVING" for n in nodes)

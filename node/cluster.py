@@ -163,6 +163,11 @@ class NodeCluster:
     def leading_cores(self) -> list[GroupCoordinator]:
         return [h.core for h in self.hosts if h.core is not None]
 
+    def groups_led(self) -> int:
+        """Groups in the working cores of the partitions this node leads: what `max_groups_per_node` counts (the
+        load this node serves as leader; every node also keeps the committed state of every partition)."""
+        return sum(len(core.store.groups) for core in self.leading_cores())
+
     def alive(self, peer: Peer) -> bool:
         if peer.node_id == self.node_id:
             return True

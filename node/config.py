@@ -12,9 +12,13 @@ import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from groupcoord.coordinator.config import GroupConfig
 from groupcoord.errors import UserError
+
+if TYPE_CHECKING:
+    from groupcoord.node.auth import Acl
 
 ENV_PREFIX = "GROUPCOORD_"
 CONFIG_ENV = ENV_PREFIX + "CONFIG"
@@ -159,6 +163,31 @@ SETTINGS: tuple[Setting, ...] = (
         minimum=1,
         maximum=1000,
     ),
+    Setting(
+        "tls_cert_file",
+        "",
+        "PEM certificate (chain) of the client gRPC port; with `tls_key_file` the port serves TLS only. Empty: "
+        "plaintext.",
+    ),
+    Setting("tls_key_file", "", "PEM private key of `tls_cert_file` (unencrypted; keep it mode 0600)."),
+    Setting(
+        "tls_client_ca_file",
+        "",
+        "PEM CA certificate(s) that client certificates must be signed by; needs `tls_client_auth = require`.",
+    ),
+    Setting(
+        "tls_client_auth",
+        "none",
+        "`require`: a client must present a certificate signed by `tls_client_ca_file` (mutual TLS); `none`: "
+        "no client certificate is asked for.",
+        choices=("none", "require"),
+    ),
+    Setting(
+        "acl_file",
+        "",
+        "TOML file of identities, bearer-token digests and group ACLs (docs/SECURITY.md#authorization); empty: "
+        "no authorization, every caller may do everything.",
+    ),
     _group(
         "group_min_session_timeout_ms",
         "min_session_timeout_ms",
@@ -173,7 +202,7 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting(
         "group_max_size",
-        0,
+        _GROUP_DEFAULTS.max_size or 0,
         "Most members a group may have (else GROUP_MAX_SIZE_REACHED); 0 means unlimited.",
         group_field="max_size",
     ),
@@ -218,6 +247,44 @@ SETTINGS: tuple[Setting, ...] = (
         "Most protocol metadata bytes one member may send in a JoinGroup (else INVALID_REQUEST).",
     ),
     _group("group_max_protocols", "max_protocols", "Most protocols one member may offer.", minimum=1),
+    _group(
+        "group_max_assignment_bytes",
+        "max_assignment_bytes",
+        "Most bytes of one member's assignment in the leader's SyncGroup (else POLICY_VIOLATION).",
+    ),
+    _group(
+        "max_groups_per_partition",
+        "max_groups_per_partition",
+        "Most groups one coordinator partition holds; a new group beyond it gets POLICY_VIOLATION. 0: no limit.",
+    ),
+    _group(
+        "max_groups_per_node",
+        "max_groups_per_node",
+        "Most groups in the partitions this node leads; a new group beyond it gets POLICY_VIOLATION. 0: no limit.",
+    ),
+    _group(
+        "group_join_rate_per_s",
+        "join_rate_per_s",
+        "JoinGroups per second admitted per group (else THROTTLING_QUOTA_EXCEEDED); 0: no limit.",
+    ),
+    _group(
+        "group_join_burst",
+        "join_burst",
+        "JoinGroups a group may send at once before `group_join_rate_per_s` applies.",
+        minimum=1,
+    ),
+    _group(
+        "offset_commit_max_partitions",
+        "offset_commit_max_partitions",
+        "Most partitions in one OffsetCommit (else POLICY_VIOLATION for the whole request).",
+        minimum=1,
+    ),
+    _group(
+        "offset_fetch_max_partitions",
+        "offset_fetch_max_partitions",
+        "Most partitions named in one OffsetFetch (else POLICY_VIOLATION).",
+        minimum=1,
+    ),
 )
 _BY_NAME = {s.name: s for s in SETTINGS}
 
@@ -244,6 +311,12 @@ class NodeSettings:
     raft_batch_period_ms: int
     raft_tick_period_ms: int
     group: GroupConfig
+    tls_cert_file: str = ""
+    tls_key_file: str = ""
+    tls_client_ca_file: str = ""
+    tls_client_auth: str = "none"
+    acl_file: str = ""
+    acl: Acl | None = None
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -273,14 +346,19 @@ def load(args: argparse.Namespace, environ: Mapping[str, str]) -> NodeSettings:
     return _build(values)
 
 
-def _read_file(path: Path) -> dict[str, int | str]:
+def read_toml(path: Path, what: str, error: type[ConfigError] = ConfigError) -> dict[str, Any]:
+    """A TOML file's table; a file that cannot be read or parsed is one `error` line naming `what` and the path."""
     try:
         with path.open("rb") as f:
-            data = tomllib.load(f)
+            return tomllib.load(f)
     except OSError as exc:
-        raise ConfigError(f"config file {path}: {exc.strerror}") from None
+        raise error(f"{what} {path}: {exc.strerror}") from None
     except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"config file {path}: not valid TOML: {exc}") from None
+        raise error(f"{what} {path}: not valid TOML: {exc}") from None
+
+
+def _read_file(path: Path) -> dict[str, int | str]:
+    data = read_toml(path, "config file")
     values: dict[str, int | str] = {}
     for key, value in data.items():
         setting = _BY_NAME.get(key)
@@ -326,4 +404,37 @@ def _build(values: dict[str, int | str]) -> NodeSettings:
         raft_batch_period_ms=int(values["raft_batch_period_ms"]),
         raft_tick_period_ms=int(values["raft_tick_period_ms"]),
         group=group,
+        **_tls(values),
+        **_acl(values),
     )
+
+
+def _acl(values: dict[str, int | str]) -> dict[str, Acl | str | None]:
+    """The ACL file is read and checked here, so a mistake in it stops the node before it binds."""
+    from groupcoord.node.auth import load_acl  # auth imports ConfigError from here
+
+    path = str(values["acl_file"])
+    return {"acl_file": path, "acl": load_acl(Path(path)) if path else None}
+
+
+def _tls(values: dict[str, int | str]) -> dict[str, str]:
+    """The TLS settings, checked as a whole: half a configuration would silently serve plaintext."""
+    tls = {name: str(values[name]) for name in ("tls_cert_file", "tls_key_file", "tls_client_ca_file")}
+    auth = str(values["tls_client_auth"])
+    if bool(tls["tls_cert_file"]) != bool(tls["tls_key_file"]):
+        given, missing = (
+            ("tls_cert_file", "tls_key_file") if tls["tls_cert_file"] else ("tls_key_file", "tls_cert_file")
+        )
+        raise ConfigError(f"{given} is set but {missing} is not: TLS needs both the certificate and its key")
+    if not tls["tls_cert_file"] and (tls["tls_client_ca_file"] or auth != "none"):
+        raise ConfigError("tls_client_ca_file and tls_client_auth need TLS: set tls_cert_file and tls_key_file")
+    if auth == "require" and not tls["tls_client_ca_file"]:
+        raise ConfigError(
+            "tls_client_auth = require needs tls_client_ca_file, the CA client certificates are checked against"
+        )
+    if tls["tls_client_ca_file"] and auth != "require":
+        raise ConfigError(
+            "tls_client_ca_file is set but tls_client_auth is not `require`: grpcio either requires a client "
+            "certificate or asks for none, so set tls_client_auth = require (or drop tls_client_ca_file)"
+        )
+    return {**tls, "tls_client_auth": auth}

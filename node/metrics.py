@@ -1,6 +1,6 @@
 """A node's Prometheus metrics: one `NodeMetrics` per node, on the node's own registry, served over HTTP.
 
-Four sources feed them:
+Five sources feed them:
 
 * `instrument()` wraps each RPC handler of the gRPC service: a request counter by API and Kafka error code,
   and a latency histogram by API. Label children are bound once and cached, so a request costs a dict
@@ -10,6 +10,8 @@ Four sources feed them:
 * The partition hosts report each change of a partition's role (`on_role`: follower, loading, leader) and each
   batch's time from proposal to commit (`on_commit_latency`): partitions led, leader changes, barrier time and
   Raft commit latency. `NodeMetrics` is the `PartitionObserver` they are given; without one they report nothing.
+* The service reports each request (or group of a batch request) its ACL refuses (`on_denied`), by API and by what
+  was missing; authorization is off without an ACL file, and then nothing is reported.
 * A collector reads the cores at scrape time (groups by state, members, pending members, parked requests),
   so those gauges cost nothing on the request path. It runs the read on the event loop, the only thread
   that may touch a core.
@@ -208,6 +210,15 @@ class NodeMetrics:
             registry=reg,
             buckets=ENTRY_RECORDS_BUCKETS,
         )
+        # No identity label: certificate CNs and unknown callers are unbounded; the `auth.denied` log line names them.
+        self.authorization_denied = Counter(
+            "authorization_denied",
+            "Requests (per group for the batch APIs) refused with GROUP_AUTHORIZATION_FAILED, by API and by what "
+            "was missing (member, offsets, describe, find, admin, or authenticate for an unknown token)",
+            ("rpc", "operation"),
+            namespace=ns,
+            registry=reg,
+        )
         self._gained, self._lost = self.leader_changes.labels("gained"), self.leader_changes.labels("lost")
         # partition -> (its role, perf_counter() when it took that role); written on the event loop only.
         self._roles: dict[int, tuple[Role, float]] = {}
@@ -311,6 +322,10 @@ class NodeMetrics:
 
     def on_batch(self, records: int) -> None:
         self.raft_entry_records.observe(records)
+
+    def on_denied(self, rpc: str, operation: str, amount: int = 1) -> None:
+        """A call (or `amount` groups of a batch call) refused by the ACL; rare, so the child is looked up each time."""
+        self.authorization_denied.labels(rpc, operation).inc(amount)
 
     # -- scrape-time gauges and the endpoint --------------------------------------------------------
 

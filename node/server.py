@@ -21,6 +21,7 @@ from groupcoord.node.events import EventFiles
 from groupcoord.node.logs import fields
 from groupcoord.node.metrics import NodeMetrics
 from groupcoord.node.service import SERVICE_NAME, GroupCoordinatorService
+from groupcoord.node.tls import server_credentials
 from groupcoord.raft.partition import RaftSettings
 
 log = logging.getLogger("groupcoord.node")
@@ -57,8 +58,12 @@ class Node:
             ]
         )
         address = listen_address(settings.host, settings.port)
+        credentials = server_credentials(settings)
         try:
-            port = server.add_insecure_port(address)
+            if credentials is None:
+                port = server.add_insecure_port(address)
+            else:
+                port = server.add_secure_port(address, credentials)
         except RuntimeError as exc:
             raise StartupError(f"cannot listen on {address}: {exc}") from None
         cluster = NodeCluster(
@@ -78,7 +83,7 @@ class Node:
             events=EventFiles(settings.events_segment_bytes, settings.events_max_segments),
             raft_settings=raft_settings(settings),
         )
-        service = GroupCoordinatorService(cluster, settings.group.max_id_length, metrics)
+        service = GroupCoordinatorService(cluster, settings.group.max_id_length, metrics, acl=settings.acl)
         server.add_generic_rpc_handlers((service.generic_handler(),))
         health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
         reflection.enable_server_reflection((SERVICE_NAME, HEALTH_SERVICE_NAME, reflection.SERVICE_NAME), server)
@@ -102,6 +107,7 @@ class Node:
                 loop=type(loop).__module__,
                 partitions=settings.partitions,
                 raft_port=cluster.me.raft_port,
+                tls="off" if credentials is None else f"on, client certificates: {settings.tls_client_auth}",
                 **extra,
             ),
         )

@@ -4,13 +4,20 @@ Requests arrive as raw bytes and are parsed here, so a malformed payload is answ
 INVALID_ARGUMENT (grpc's own deserializer failure would surface as INTERNAL). A group's requests go to
 the host of its partition (node/partitions.py), which answers COORDINATOR_NOT_AVAILABLE unless this node
 leads the partition; FindCoordinator, ListGroups and DescribeCluster are answered by any node.
+
+With an ACL (`acl_file`) every call is checked before its handler runs (`_authorized`): a one-group request that
+its caller may not make is answered GROUP_AUTHORIZATION_FAILED as a whole, a batch request per group, ListGroups
+lists only what the caller may describe and DescribeCluster leaves out the partition details for non-admins.
+Each refusal is logged (`auth.denied`) and counted. Without an ACL nothing here looks at who calls.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
 
 import grpc
 from google.protobuf.message import DecodeError, Message
@@ -18,11 +25,13 @@ from google.protobuf.message_factory import GetMessageClass
 
 from groupcoord.coordinator import Effects, GroupCoordinator
 from groupcoord.coordinator.admin import list_groups
+from groupcoord.node import auth
+from groupcoord.node.auth import Acl, Caller, UnknownCredentials
 from groupcoord.node.cluster import NodeCluster
 from groupcoord.node.events import read_partition
 from groupcoord.node.logs import fields
 from groupcoord.node.metrics import NodeMetrics
-from groupcoord.node.partitions import PartitionHost
+from groupcoord.node.partitions import PartitionHost, Role
 from groupcoord.node.responses import error_response
 from groupcoord.node.topology import partition_for
 from groupcoord.protocol.errors import Errors
@@ -50,10 +59,62 @@ def _raw(data: bytes) -> bytes:
     return data
 
 
+def _each(
+    unary: Callable[[bytes, Context], Awaitable[Message]],
+) -> Callable[[AsyncIterator[bytes], Context], AsyncIterator[Message]]:
+    """A stream answering each request in order with `unary` (parsing, authorization and metrics included)."""
+
+    async def stream(requests: AsyncIterator[bytes], context: Context) -> AsyncIterator[Message]:
+        async for raw in requests:
+            yield await unary(raw, context)
+
+    return stream
+
+
+# The RPCs about one group (`group_id`), checked by auth.group_need; the batch ones by group, in `_authorized`.
+ONE_GROUP_RPCS = frozenset(
+    ("JoinGroup", "SyncGroup", "Heartbeat", "LeaveGroup", "AddMembersToGroup", "OffsetCommit", "OffsetFetch")
+)
+# The batch RPCs, checked group by group: what each group needs, the response, and its per-group field.
+BATCH_RPCS: dict[str, tuple[str, type[Message], str]] = {
+    "DescribeGroups": (auth.DESCRIBE, pb.DescribeGroupsResponse, "groups"),
+    "DeleteGroups": (auth.ADMIN, pb.DeleteGroupsResponse, "results"),
+    "FindCoordinator": (auth.FIND, pb.FindCoordinatorResponse, "coordinators"),
+}
+# Refusal log lines per second, at most; the metrics count every refusal.
+DENIED_LOG_PER_S = 20
+# Why an admin identity is needed, for the error message.
+ADMIN_WHY = {
+    "LeaveGroup": "removing members other than oneself (several members, or one by instance id alone)",
+    "OffsetCommit": "committing offsets without being a member of the generation (no member id or generation -1)",
+    "AddMembersToGroup": "pre-registering static members",
+    "DeleteGroups": "deleting groups",
+    "ReadEvents": "reading the event files",
+}
+
+
+def _common_names(context: Context) -> list[bytes]:
+    """The CN of the client certificate grpc verified (mutual TLS); none on a plaintext port."""
+    return list(context.auth_context().get(auth.CERT_NAME_KEY, ()))
+
+
 class GroupCoordinatorService:
-    def __init__(self, cluster: NodeCluster, max_group_id_length: int, metrics: NodeMetrics | None = None) -> None:
+    def __init__(
+        self,
+        cluster: NodeCluster,
+        max_group_id_length: int,
+        metrics: NodeMetrics | None = None,
+        acl: Acl | None = None,
+    ) -> None:
         self._cluster = cluster
         self._metrics = metrics
+        self._acl = acl
+        self._denied_log = auth.LogBudget(DENIED_LOG_PER_S)
+        if acl is not None:
+            log.info(
+                "auth.enabled",
+                extra=fields(acl_file=acl.path, admins=len(acl.admins), tokens=len(acl.tokens), entries=len(acl.rules)),
+            )
         self._max_group_id_length = max_group_id_length
         self._methods: dict[str, Handler] = {
             "FindCoordinator": self.find_coordinator,
@@ -61,8 +122,8 @@ class GroupCoordinatorService:
             "SyncGroup": self._routed(GroupCoordinator.sync_group),
             "Heartbeat": self._routed(GroupCoordinator.heartbeat),
             "LeaveGroup": self._routed(GroupCoordinator.leave_group),
-            "AddMembersToGroup": self._routed(GroupCoordinator.add_members),
-            "OffsetCommit": self._routed(GroupCoordinator.offset_commit, allow_empty=True),
+            "AddMembersToGroup": self._routed(GroupCoordinator.add_members, creates_groups=True),
+            "OffsetCommit": self._routed(GroupCoordinator.offset_commit, allow_empty=True, creates_groups=True),
             "OffsetFetch": self._routed(GroupCoordinator.offset_fetch, allow_empty=True),
             "DescribeGroups": self.describe_groups,
             "ListGroups": self.list_groups,
@@ -70,7 +131,9 @@ class GroupCoordinatorService:
             "DescribeCluster": self.describe_cluster,
         }
         self._streams: dict[str, StreamHandler] = {"ReadEvents": self.read_events}
-        missing = {m.name for m in SERVICE.methods} ^ (set(self._methods) | set(self._streams))
+        # Bidirectional streams whose every message is answered as the named unary RPC answers it.
+        self._per_message: dict[str, str] = {"HeartbeatStream": "Heartbeat"}
+        missing = {m.name for m in SERVICE.methods} ^ (set(self._methods) | set(self._streams) | set(self._per_message))
         if missing:
             raise RuntimeError(f"RPCs without a handler (or handlers without an RPC): {sorted(missing)}")
 
@@ -78,7 +141,14 @@ class GroupCoordinatorService:
         handlers = {}
         for method in SERVICE.methods:
             request_type, serializer = GetMessageClass(method.input_type), GetMessageClass(method.output_type)
-            if method.server_streaming:
+            if method.client_streaming:
+                unary = self._per_message[method.name]
+                handlers[method.name] = grpc.stream_stream_rpc_method_handler(
+                    _each(self._guarded(unary, request_type, self._methods[unary])),
+                    request_deserializer=_raw,
+                    response_serializer=serializer.SerializeToString,
+                )
+            elif method.server_streaming:
                 handlers[method.name] = grpc.unary_stream_rpc_method_handler(
                     self._guarded_stream(method.name, request_type, self._streams[method.name]),
                     request_deserializer=_raw,
@@ -106,6 +176,12 @@ class GroupCoordinatorService:
 
         async def stream(raw: bytes, context: Context) -> AsyncIterator[Message]:
             request = await self._parse(name, request_type, raw, context)
+            denied = self._admin_denial(name, context)  # the one stream, ReadEvents, is for admins only
+            if denied is not None:
+                yield pb.ReadEventsResponse(
+                    error_code=Errors.GROUP_AUTHORIZATION_FAILED, error_message=denied, node_id=self._cluster.node_id
+                )
+                return
             try:
                 async for response in handler(request, context):
                     yield response
@@ -125,6 +201,8 @@ class GroupCoordinatorService:
         async def handle(raw: bytes, context: Context) -> Message:
             request = await self._parse(name, request_type, raw, context)
             try:
+                if self._acl is not None:
+                    return await self._authorized(self._acl, name, request, context, handler)
                 return await handler(request, context)
             except grpc.aio.AbortError:
                 raise
@@ -134,17 +212,125 @@ class GroupCoordinatorService:
 
         return handle if self._metrics is None else self._metrics.instrument(name, handle)
 
+    # -- authorization ------------------------------------------------------------------------------------
+
+    async def _authorized(self, acl: Acl, name: str, request: Message, context: Context, handler: Handler) -> Message:
+        """Runs `handler` on what the caller may do; the rest is answered GROUP_AUTHORIZATION_FAILED."""
+        try:
+            caller = acl.identify(context.invocation_metadata() or (), _common_names(context))
+        except UnknownCredentials as exc:
+            return self._refuse_all(name, request, Caller("", "token"), str(exc))
+        if name in ONE_GROUP_RPCS:
+            group_id = request.group_id  # type: ignore[attr-defined]
+            need = auth.group_need(name, request)
+            if acl.allows(caller, group_id, need):
+                return await handler(request, context)
+            return _refusal(request, self._deny(name, caller, need, [group_id]))
+        if name in BATCH_RPCS:
+            return await self._per_group(acl, name, caller, request, context, handler)
+        response: Any = await handler(request, context)
+        if name == "ListGroups":
+            visible = [g for g in response.groups if acl.allows(caller, g.group_id, auth.DESCRIBE)]
+            del response.groups[:]
+            response.groups.extend(visible)
+        elif name == "DescribeCluster" and not acl.is_admin(caller):
+            # The nodes and their addresses are what a client needs to find its way; leaders, terms and commit
+            # indexes are for operators.
+            del response.partitions[:]
+        return response
+
+    async def _per_group(
+        self, acl: Acl, name: str, caller: Caller, request: Message, context: Context, handler: Handler
+    ) -> Message:
+        """A batch request: the allowed groups go to the handler, the others get an entry of their own, in order."""
+        need, response_type, field = BATCH_RPCS[name]
+        group_ids = list(request.group_ids)  # type: ignore[attr-defined]
+        allowed = [acl.allows(caller, g, need) for g in group_ids]
+        if all(allowed):
+            return await handler(request, context)
+        message = self._deny(name, caller, need, [g for g, ok in zip(group_ids, allowed, strict=True) if not ok])
+        kept = [g for g, ok in zip(group_ids, allowed, strict=True) if ok]
+        # The handler answers its groups in request order, repeats included.
+        answered = iter(getattr(await handler(type(request)(group_ids=kept), context), field) if kept else ())
+        response = response_type()
+        entries = getattr(response, field)
+        for group_id, ok in zip(group_ids, allowed, strict=True):
+            entries.append(next(answered) if ok else _refused_entry(name, group_id, message))
+        return response
+
+    def _refuse_all(self, name: str, request: Message, caller: Caller, reason: str) -> Message:
+        """The answer to a call whose credentials are refused: every group (or the whole call) is denied."""
+        if name in BATCH_RPCS:
+            group_ids = list(request.group_ids)  # type: ignore[attr-defined]
+        else:
+            group_ids = [request.group_id] if name in ONE_GROUP_RPCS else []  # type: ignore[attr-defined]
+        message = self._deny(name, caller, auth.AUTHENTICATE, group_ids, reason)
+        if name == "FindCoordinator":
+            return pb.FindCoordinatorResponse(coordinators=[_refused_entry(name, g, message) for g in group_ids])
+        if name == "DescribeCluster":
+            return pb.DescribeClusterResponse(
+                error_code=Errors.GROUP_AUTHORIZATION_FAILED, node_id=self._cluster.node_id
+            )
+        return _refusal(request, message)
+
+    def _admin_denial(self, name: str, context: Context) -> str | None:
+        """For an RPC that only admins may call at all: None when allowed, else the message of the refusal."""
+        if self._acl is None:
+            return None
+        try:
+            caller = self._acl.identify(context.invocation_metadata() or (), _common_names(context))
+        except UnknownCredentials as exc:
+            return self._deny(name, Caller("", "token"), auth.AUTHENTICATE, [], str(exc))
+        return None if self._acl.is_admin(caller) else self._deny(name, caller, auth.ADMIN, [])
+
+    def _deny(self, name: str, caller: Caller, need: str, group_ids: list[str], reason: str = "") -> str:
+        """Logs and counts one refusal (of `group_ids`, if about groups); returns the client's error message.
+
+        Neither the log nor the message ever holds a token or its digest."""
+        if self._metrics is not None:
+            self._metrics.on_denied(name, need, max(len(group_ids), 1))
+        skipped = self._denied_log.take(time.monotonic())
+        if skipped is not None:
+            log.warning(
+                "auth.denied",
+                extra=fields(
+                    rpc=name,
+                    identity=caller.name,
+                    via=caller.via,
+                    operation=need,
+                    group=group_ids[0] if group_ids else "",
+                    groups=len(group_ids),
+                    not_logged_before=skipped,
+                ),
+            )
+        if need == auth.AUTHENTICATE:
+            return f"{name} not authorized: {reason}"
+        what = f"{caller.via} identity {caller.identity!r}" if caller.identity else "an anonymous caller"
+        if need == auth.ADMIN:
+            return f"{name} not authorized: {ADMIN_WHY.get(name, name)} needs an admin identity, and {what} is not one"
+        granted = " or ".join(repr(op) for op in sorted(auth.SATISFIED_BY[need]))
+        groups = f"group {group_ids[0]!r}" + (f" (and {len(group_ids) - 1} more)" if len(group_ids) > 1 else "")
+        return f"{name} not authorized: {what} has no {granted} operation on {groups}"
+
     def _bad_group_id(self, group_id: str, allow_empty: bool = False) -> bool:
         return (not group_id and not allow_empty) or len(group_id) > self._max_group_id_length
 
-    def _routed(self, method: Callable[..., Effects], allow_empty: bool = False) -> Handler:
-        """Sends a one-group request to the partition of its group (validation order: group id first)."""
+    def _routed(
+        self, method: Callable[..., Effects], allow_empty: bool = False, creates_groups: bool = False
+    ) -> Handler:
+        """Sends a one-group request to the partition of its group (validation order: group id first). A call that
+        may create a group gets the node's group count, for `max_groups_per_node`."""
 
         async def handle(request: Message, context: Context) -> Message:
             group_id = request.group_id  # type: ignore[attr-defined]
             if self._bad_group_id(group_id, allow_empty):
                 return error_response(request, Errors.INVALID_GROUP_ID)
             host = self._cluster.host_for(group_id)
+            if creates_groups:
+                node_groups = self._cluster.groups_led
+                return await host.call(
+                    request, lambda core, token: method(core, request, token, node_groups=node_groups())
+                )
             return await host.call(request, lambda core, token: method(core, request, token))
 
         return handle
@@ -156,7 +342,12 @@ class GroupCoordinatorService:
             return error_response(request, Errors.INVALID_GROUP_ID)
         client_host = peer_host(context.peer())
         host = self._cluster.host_for(request.group_id)
-        return await host.call(request, lambda core, token: core.join_group(request, token, client_host=client_host))
+        return await host.call(
+            request,
+            lambda core, token: core.join_group(
+                request, token, client_host=client_host, node_groups=self._cluster.groups_led()
+            ),
+        )
 
     async def _per_partition(self, group_ids: list[str], call: Callable[[PartitionHost, list[str]], Awaitable]) -> dict:
         """Runs `call` once per partition with that partition's share of `group_ids`; results by group id."""
@@ -196,7 +387,10 @@ class GroupCoordinatorService:
         return resp
 
     async def list_groups(self, request: pb.ListGroupsRequest, context: Context) -> Message:
-        """Every node holds every partition's committed state, so any node lists all groups."""
+        """Every node holds every partition's committed state, so any node lists all groups; `coordinated_only`
+        lists the partitions this node leads, from their coordinators."""
+        if request.coordinated_only:
+            return await self._list_coordinated(request)
         merged = pb.ListGroupsResponse(error_code=Errors.NONE)
         for host in self._cluster.hosts:
             with host.replica.lock:  # the tick thread applies under this lock
@@ -204,6 +398,24 @@ class GroupCoordinatorService:
             if part.error_code != Errors.NONE:
                 return part
             merged.groups.extend(part.groups)
+        merged.groups.sort(key=lambda g: g.group_id)
+        return merged
+
+    async def _list_coordinated(self, request: pb.ListGroupsRequest) -> Message:
+        """A partition this node is not serving (a follower, or still loading) is left out of `partitions`."""
+
+        def invoke(core: GroupCoordinator, token: int) -> Effects:
+            return core.list_groups(request, token)
+
+        hosts = [h for h in self._cluster.hosts if h.role is Role.LEADER]
+        parts = await asyncio.gather(*(h.call(request, invoke) for h in hosts))
+        merged = pb.ListGroupsResponse(error_code=Errors.NONE)
+        for host, part in zip(hosts, parts, strict=True):
+            if part.error_code == Errors.INVALID_REQUEST:
+                return part
+            if part.error_code == Errors.NONE:
+                merged.groups.extend(part.groups)
+                merged.partitions.append(host.partition_id)
         merged.groups.sort(key=lambda g: g.group_id)
         return merged
 
@@ -260,3 +472,23 @@ class GroupCoordinatorService:
             chunks = read_partition(root, partition)
             while (lines := await asyncio.to_thread(next, chunks, None)) is not None:
                 yield pb.ReadEventsResponse(node_id=node_id, partition=partition, lines=lines)
+
+
+def _refusal(request: Message, message: str) -> Message:
+    """GROUP_AUTHORIZATION_FAILED for the whole of a one-group request (or ListGroups)."""
+    response: Any = error_response(request, Errors.GROUP_AUTHORIZATION_FAILED, message)
+    if isinstance(response, pb.OffsetCommitResponse):
+        # Its whole-request code, so a client sees the refusal even for a commit of no partitions.
+        response.error_code, response.error_message = Errors.GROUP_AUTHORIZATION_FAILED, message
+    return response
+
+
+def _refused_entry(name: str, group_id: str, message: str) -> Message:
+    code = Errors.GROUP_AUTHORIZATION_FAILED
+    if name == "DescribeGroups":
+        return pb.DescribeGroupsResponse.Group(
+            group_id=group_id, error_code=code, group_state="Dead", error_message=message
+        )
+    if name == "DeleteGroups":
+        return pb.DeleteGroupsResponse.Result(group_id=group_id, error_code=code)
+    return pb.FindCoordinatorResponse.Coordinator(group_id=group_id, error_code=code, error_message=message)

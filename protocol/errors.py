@@ -20,13 +20,21 @@ class Errors(IntEnum):
     UNKNOWN_MEMBER_ID = 25
     INVALID_SESSION_TIMEOUT = 26
     REBALANCE_IN_PROGRESS = 27
+    # "Group authorization failed": the caller's identity may not do this to this group, or the operation
+    # needs an admin identity (docs/SECURITY.md#authorization). Fatal for a member: retrying cannot help.
+    GROUP_AUTHORIZATION_FAILED = 30
     INVALID_REQUEST = 42
+    # A configured limit refused the request (groups per partition or node, assignment size, partitions per
+    # offset request); error_message names the limit. Fatal for a member: retrying cannot help.
+    POLICY_VIOLATION = 44
     NON_EMPTY_GROUP = 68
     GROUP_ID_NOT_FOUND = 69
     MEMBER_ID_REQUIRED = 79
     GROUP_MAX_SIZE_REACHED = 81
     FENCED_INSTANCE_ID = 82
     UNSTABLE_OFFSET_COMMIT = 88
+    # The group's JoinGroup rate is used up; retry after the response's throttle_time_ms.
+    THROTTLING_QUOTA_EXCEEDED = 89
     # "A request illegally referred to the same resource twice": AddMembersToGroup with an instance id
     # that is listed twice, already registered, or already a member.
     DUPLICATE_RESOURCE = 92

@@ -78,7 +78,7 @@ class JoinGroupRequest(_message.Message):
     def __init__(self, group_id: _Optional[str] = ..., session_timeout_ms: _Optional[int] = ..., rebalance_timeout_ms: _Optional[int] = ..., member_id: _Optional[str] = ..., group_instance_id: _Optional[str] = ..., protocol_type: _Optional[str] = ..., protocols: _Optional[_Iterable[_Union[JoinGroupRequest.Protocol, _Mapping]]] = ..., reason: _Optional[str] = ..., join_reason: _Optional[_Union[JoinGroupRequest.JoinReason, str]] = ..., client_id: _Optional[str] = ...) -> None: ...
 
 class JoinGroupResponse(_message.Message):
-    __slots__ = ("error_code", "generation_id", "protocol_type", "protocol_name", "leader", "skip_assignment", "member_id", "members", "error_message")
+    __slots__ = ("error_code", "generation_id", "protocol_type", "protocol_name", "leader", "skip_assignment", "member_id", "members", "error_message", "throttle_time_ms")
     class Member(_message.Message):
         __slots__ = ("member_id", "group_instance_id", "metadata")
         MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
@@ -97,6 +97,7 @@ class JoinGroupResponse(_message.Message):
     MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
     MEMBERS_FIELD_NUMBER: _ClassVar[int]
     ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    THROTTLE_TIME_MS_FIELD_NUMBER: _ClassVar[int]
     error_code: int
     generation_id: int
     protocol_type: str
@@ -106,7 +107,8 @@ class JoinGroupResponse(_message.Message):
     member_id: str
     members: _containers.RepeatedCompositeFieldContainer[JoinGroupResponse.Member]
     error_message: str
-    def __init__(self, error_code: _Optional[int] = ..., generation_id: _Optional[int] = ..., protocol_type: _Optional[str] = ..., protocol_name: _Optional[str] = ..., leader: _Optional[str] = ..., skip_assignment: _Optional[bool] = ..., member_id: _Optional[str] = ..., members: _Optional[_Iterable[_Union[JoinGroupResponse.Member, _Mapping]]] = ..., error_message: _Optional[str] = ...) -> None: ...
+    throttle_time_ms: int
+    def __init__(self, error_code: _Optional[int] = ..., generation_id: _Optional[int] = ..., protocol_type: _Optional[str] = ..., protocol_name: _Optional[str] = ..., leader: _Optional[str] = ..., skip_assignment: _Optional[bool] = ..., member_id: _Optional[str] = ..., members: _Optional[_Iterable[_Union[JoinGroupResponse.Member, _Mapping]]] = ..., error_message: _Optional[str] = ..., throttle_time_ms: _Optional[int] = ...) -> None: ...
 
 class SyncGroupRequest(_message.Message):
     __slots__ = ("group_id", "generation_id", "member_id", "group_instance_id", "protocol_type", "protocol_name", "assignments")
@@ -263,7 +265,7 @@ class OffsetCommitRequest(_message.Message):
     def __init__(self, group_id: _Optional[str] = ..., generation_id: _Optional[int] = ..., member_id: _Optional[str] = ..., group_instance_id: _Optional[str] = ..., topics: _Optional[_Iterable[_Union[OffsetCommitRequest.Topic, _Mapping]]] = ...) -> None: ...
 
 class OffsetCommitResponse(_message.Message):
-    __slots__ = ("topics",)
+    __slots__ = ("topics", "error_code", "error_message")
     class Partition(_message.Message):
         __slots__ = ("partition_index", "error_code")
         PARTITION_INDEX_FIELD_NUMBER: _ClassVar[int]
@@ -279,8 +281,12 @@ class OffsetCommitResponse(_message.Message):
         partitions: _containers.RepeatedCompositeFieldContainer[OffsetCommitResponse.Partition]
         def __init__(self, name: _Optional[str] = ..., partitions: _Optional[_Iterable[_Union[OffsetCommitResponse.Partition, _Mapping]]] = ...) -> None: ...
     TOPICS_FIELD_NUMBER: _ClassVar[int]
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
     topics: _containers.RepeatedCompositeFieldContainer[OffsetCommitResponse.Topic]
-    def __init__(self, topics: _Optional[_Iterable[_Union[OffsetCommitResponse.Topic, _Mapping]]] = ...) -> None: ...
+    error_code: int
+    error_message: str
+    def __init__(self, topics: _Optional[_Iterable[_Union[OffsetCommitResponse.Topic, _Mapping]]] = ..., error_code: _Optional[int] = ..., error_message: _Optional[str] = ...) -> None: ...
 
 class OffsetFetchRequest(_message.Message):
     __slots__ = ("group_id", "topics", "require_stable")
@@ -404,13 +410,15 @@ class DescribeGroupsResponse(_message.Message):
     def __init__(self, groups: _Optional[_Iterable[_Union[DescribeGroupsResponse.Group, _Mapping]]] = ...) -> None: ...
 
 class ListGroupsRequest(_message.Message):
-    __slots__ = ("states_filter",)
+    __slots__ = ("states_filter", "coordinated_only")
     STATES_FILTER_FIELD_NUMBER: _ClassVar[int]
+    COORDINATED_ONLY_FIELD_NUMBER: _ClassVar[int]
     states_filter: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, states_filter: _Optional[_Iterable[str]] = ...) -> None: ...
+    coordinated_only: bool
+    def __init__(self, states_filter: _Optional[_Iterable[str]] = ..., coordinated_only: _Optional[bool] = ...) -> None: ...
 
 class ListGroupsResponse(_message.Message):
-    __slots__ = ("error_code", "groups", "error_message")
+    __slots__ = ("error_code", "groups", "error_message", "partitions")
     class ListedGroup(_message.Message):
         __slots__ = ("group_id", "protocol_type", "group_state")
         GROUP_ID_FIELD_NUMBER: _ClassVar[int]
@@ -423,10 +431,12 @@ class ListGroupsResponse(_message.Message):
     ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
     GROUPS_FIELD_NUMBER: _ClassVar[int]
     ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    PARTITIONS_FIELD_NUMBER: _ClassVar[int]
     error_code: int
     groups: _containers.RepeatedCompositeFieldContainer[ListGroupsResponse.ListedGroup]
     error_message: str
-    def __init__(self, error_code: _Optional[int] = ..., groups: _Optional[_Iterable[_Union[ListGroupsResponse.ListedGroup, _Mapping]]] = ..., error_message: _Optional[str] = ...) -> None: ...
+    partitions: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, error_code: _Optional[int] = ..., groups: _Optional[_Iterable[_Union[ListGroupsResponse.ListedGroup, _Mapping]]] = ..., error_message: _Optional[str] = ..., partitions: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class DeleteGroupsRequest(_message.Message):
     __slots__ = ("group_ids",)

@@ -90,10 +90,11 @@ def test_failover() -> None:
 
 
 @pytest.mark.timeout(60)
-def test_heartbeats() -> None:
+@pytest.mark.parametrize("rpc", ["stream", "unary"])
+def test_heartbeats(rpc: str) -> None:
     run = bench(
         "heartbeats", "--members", "20,40", "--members-per-group", "10", "--interval-ms", "300", "--window", "1.5",
-        "--p99-limit-ms", "100000",
+        "--p99-limit-ms", "100000", "--heartbeat-rpc", rpc,
     )["runs"][0]  # fmt: skip
     steps = list(run["steps"].items())
     assert [size for size, _ in steps] == ["20", "40"][: len(steps)]
@@ -113,6 +114,8 @@ def test_scale() -> None:
     assert run["stable_before_kill"] == run["stable_after_kill"] == 30
     ordered(run["describe_groups"], 10)
     assert run["list_groups"]["groups_listed"] == 30
+    assert run["admin_list_groups"]["groups_listed"] == 30
+    ordered(run["admin_list_groups"], 5)
     assert set(run["rss_mb"]) == {"1", "2", "3"}
     assert run["partitions_moved"] >= 1 and run["new_leaders_serving_s"] > 0
 

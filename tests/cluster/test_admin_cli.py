@@ -13,9 +13,14 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
+import grpc
 import pytest
 
+from groupcoord.client.admin import Admin, ClusterDescription
 from groupcoord.client.member import GroupMember
+from groupcoord.node.topology import partition_for
+from groupcoord.protocol.v1 import groupcoord_pb2 as pb
+from groupcoord.protocol.v1 import groupcoord_pb2_grpc as pb_grpc
 from tests.cluster.test_cli_cluster import HOSTS, PARTITIONS, _free_on_every_host
 
 TOPICS = {"orders": 4}
@@ -218,3 +223,29 @@ def test_bad_argument_is_one_line_and_exit_2(args: tuple[str, ...]):
 def test_unknown_flag_is_a_usage_error():
     result = _groupcoord("groups", "describe", "--bogus", "g")
     assert result.returncode == 2 and "Traceback" not in result.stderr
+
+
+def test_each_node_lists_the_groups_it_coordinates_and_the_admin_merges_them(bootstrap: str, loop: Loop):
+    groups = [f"listed-{i}" for i in range(3 * PARTITIONS)]
+
+    async def create_and_list() -> tuple[set[str], dict[int, pb.ListGroupsResponse], ClusterDescription]:
+        async with Admin(bootstrap.split(",")) as admin:
+            await asyncio.gather(*(admin.alter_offsets(g, {("orders", 0): 1}) for g in groups))
+            listed = {g.group_id for g in await admin.list_groups()}  # right after the commits: nothing lags
+            cluster = await admin.describe_cluster()
+        per_node = {}
+        for node in cluster.nodes:
+            async with grpc.aio.insecure_channel(f"{node.host}:{node.port}") as channel:
+                request = pb.ListGroupsRequest(coordinated_only=True)
+                per_node[node.node_id] = await pb_grpc.GroupCoordinatorStub(channel).ListGroups(request)
+        return listed, per_node, cluster
+
+    listed, per_node, cluster = loop.run(create_and_list())
+    assert set(groups) <= listed
+    leaders = {p.partition_id: p.leader_node_id for p in cluster.partitions}
+    for node_id, reply in per_node.items():
+        # A node answers for exactly the partitions it leads, with exactly their groups.
+        assert set(reply.partitions) == {p for p, leader in leaders.items() if leader == node_id}
+        mine = {g.group_id for g in reply.groups} & set(groups)
+        assert mine == {g for g in groups if leaders[partition_for(g, PARTITIONS)] == node_id}
+    assert sorted(p for reply in per_node.values() for p in reply.partitions) == list(range(PARTITIONS))

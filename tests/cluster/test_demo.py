@@ -7,13 +7,22 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_the_demo_runs_end_to_end_without_a_rebalance():
+@pytest.mark.parametrize("flags", [[], ["--tls"]], ids=["plaintext", "tls"])
+def test_the_demo_runs_end_to_end_without_a_rebalance(flags: list[str]):
+    """With --tls the cluster serves TLS with client certificates required: the workers, `groups describe` and the
+    cluster's own health checks all connect with the admin certificate `cluster up --tls` issued."""
     start = time.monotonic()
     done = subprocess.run(
-        [sys.executable, str(ROOT / "examples" / "demo.py")], capture_output=True, text=True, timeout=120, cwd=ROOT
+        [sys.executable, str(ROOT / "examples" / "demo.py"), *flags],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
     )
     elapsed = time.monotonic() - start
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
@@ -23,4 +32,7 @@ def test_the_demo_runs_end_to_end_without_a_rebalance():
     assert "-> no rebalance: every worker still owns its partitions in generation 1" in out
     assert "demo   Stable" in out
     assert "removed" in out.splitlines()[-1]
+    if flags:
+        assert "TLS with client certificates required" in out
+        assert "--ca-file" in out and "--cert-file" in out
     print(f"demo took {elapsed:.1f} s")

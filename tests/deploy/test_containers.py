@@ -16,6 +16,7 @@ import socket
 import subprocess
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import grpc
@@ -26,6 +27,7 @@ os.environ["TESTCONTAINERS_RYUK_DISABLED"] = "true"  # before testcontainers rea
 from testcontainers.compose import DockerCompose
 
 from groupcoord.client import GroupMember
+from groupcoord.client.security import PLAINTEXT, ClientSecurity, sync_channel
 from groupcoord.protocol.errors import Errors
 from groupcoord.protocol.v1 import groupcoord_pb2 as pb
 from groupcoord.protocol.v1 import groupcoord_pb2_grpc as pb_grpc
@@ -59,8 +61,14 @@ def _require_engine_and_image() -> None:
                 pytest.fail(f"127.0.0.1:{port} is taken; docker-compose.yml publishes it", pytrace=False)
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DockerCompose]:
+@contextmanager
+def compose_cluster(
+    tmp_path_factory: pytest.TempPathFactory,
+    files: tuple[str, ...] = ("docker-compose.yml",),
+    env: dict[str, str] | None = None,
+    security: ClientSecurity = PLAINTEXT,
+) -> Iterator[DockerCompose]:
+    """The compose project of `files` up and healthy, every partition led (asked with `security`); down -v after."""
     _require_engine_and_image()
     # `docker compose` is the Compose v2 CLI plugin: the same binary tests/deploy/test_manifests.py validates with.
     config = tmp_path_factory.mktemp("docker-config")
@@ -71,13 +79,14 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DockerCompose]
         DOCKER_CONFIG=str(config),
         COMPOSE_PROJECT_NAME=f"gctest{os.getpid()}",
         GROUPCOORD_CLUSTER_SECRET=secrets.token_hex(32),
+        **(env or {}),
     )
-    compose = DockerCompose(ROOT, compose_file_name="docker-compose.yml", wait=True)
+    compose = DockerCompose(ROOT, compose_file_name=list(files), wait=True)
     try:
         started = time.monotonic()
         compose.start()  # `up --wait`: every container healthy, i.e. its node answers SERVING
         healthy_s = time.monotonic() - started
-        led_s = _wait_all_led(time.monotonic() + UP_TIMEOUT_S) + healthy_s
+        led_s = _wait_all_led(time.monotonic() + UP_TIMEOUT_S, security) + healthy_s
         print(f"compose cluster: healthy after {healthy_s:.1f} s, every partition led after {led_s:.1f} s")
         yield compose
     finally:
@@ -88,24 +97,30 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DockerCompose]
             os.environ.update(saved)
 
 
-def _stub(port: int) -> pb_grpc.GroupCoordinatorStub:
-    return pb_grpc.GroupCoordinatorStub(grpc.insecure_channel(f"127.0.0.1:{port}"))
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DockerCompose]:
+    with compose_cluster(tmp_path_factory) as compose:
+        yield compose
 
 
-def _describe_cluster() -> pb.DescribeClusterResponse | None:
+def _stub(port: int, security: ClientSecurity = PLAINTEXT) -> pb_grpc.GroupCoordinatorStub:
+    return pb_grpc.GroupCoordinatorStub(sync_channel(f"127.0.0.1:{port}", security))
+
+
+def _describe_cluster(security: ClientSecurity = PLAINTEXT) -> pb.DescribeClusterResponse | None:
     for port in CLIENT_PORTS:
         try:
-            return _stub(port).DescribeCluster(pb.DescribeClusterRequest(), timeout=2)
+            return _stub(port, security).DescribeCluster(pb.DescribeClusterRequest(), timeout=2)
         except grpc.RpcError:
             continue
     return None
 
 
-def _wait_all_led(deadline: float) -> float:
+def _wait_all_led(deadline: float, security: ClientSecurity = PLAINTEXT) -> float:
     """Seconds until DescribeCluster shows a leader for every partition."""
     started = time.monotonic()
     while time.monotonic() < deadline:
-        described = _describe_cluster()
+        described = _describe_cluster(security)
         if described is not None and all(p.leader_node_id > 0 for p in described.partitions):
             return time.monotonic() - started
         time.sleep(0.1)

@@ -14,6 +14,7 @@ from pathlib import Path
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from groupcoord.client.security import PLAINTEXT, ClientSecurity, sync_channel
 from groupcoord.protocol.errors import Errors
 from groupcoord.protocol.v1 import groupcoord_pb2 as pb
 from groupcoord.protocol.v1 import groupcoord_pb2_grpc as pb_grpc
@@ -56,8 +57,9 @@ class NodeProcess:
         return self.proc.poll() is None
 
 
-def start_node(log_path: Path, *flags: str) -> NodeProcess:
-    """Starts a node on a port it picks itself (no race for a free port) and waits until it is SERVING."""
+def start_node(log_path: Path, *flags: str, security: ClientSecurity = PLAINTEXT) -> NodeProcess:
+    """Starts a node on a port it picks itself (no race for a free port) and waits until it is SERVING
+    (asked with `security`: a TLS node's health check needs its CA, and a client certificate under mTLS)."""
     log = log_path.open("wb")
     cmd = [sys.executable, "-m", "groupcoord", "node", "--host=127.0.0.1", "--port=0", *NODE_FLAGS, *flags]
     node = NodeProcess(subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL), log_path)
@@ -68,7 +70,7 @@ def start_node(log_path: Path, *flags: str) -> NodeProcess:
             started = [e for e in node.events() if e.get("event") == "node.started"]
             if started:
                 node.port = int(started[0]["address"].rsplit(":", 1)[1])
-                if health_status(node.address) == health_pb2.HealthCheckResponse.SERVING:
+                if health_status(node.address, security=security) == health_pb2.HealthCheckResponse.SERVING:
                     return node
             time.sleep(0.05)
         raise RuntimeError("node did not become SERVING:\n" + "\n".join(node.log_lines()))
@@ -86,8 +88,8 @@ async def wait_serving(address: str, timeout_s: float = STARTUP_TIMEOUT_S) -> No
         await asyncio.sleep(0.05)
 
 
-def health_status(address: str, service: str = SERVICE) -> int | None:
-    with grpc.insecure_channel(address) as channel:
+def health_status(address: str, service: str = SERVICE, security: ClientSecurity = PLAINTEXT) -> int | None:
+    with sync_channel(address, security) as channel:
         try:
             reply = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(service=service), timeout=1)
         except grpc.RpcError:

@@ -56,7 +56,7 @@ def test_defaults_match_the_coordinator_defaults():
         1,
         4 << 20,
     )
-    assert settings.group.max_size is None
+    assert settings.group.max_size == 10_000
     assert settings.group.min_session_timeout_ms == 6_000
     assert settings.group.offsets_retention_ms == 7 * 24 * 3_600_000
 

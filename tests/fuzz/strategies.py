@@ -193,6 +193,7 @@ BY_METHOD: dict[str, RequestStrategy] = {
     "JoinGroup": join_group,
     "SyncGroup": sync_group,
     "Heartbeat": heartbeat,
+    "HeartbeatStream": heartbeat,
     "LeaveGroup": leave_group,
     "AddMembersToGroup": add_members,
     "OffsetCommit": offset_commit,

@@ -67,6 +67,9 @@ def invoke(node: FuzzNode, method: str, payload: bytes) -> list[Message]:
     path = f"/{SERVICE.full_name}/{method}"
     parse = GetMessageClass(descriptor.output_type).FromString
     timeout = PARK_S if method in PARKING else HANG_S
+    if descriptor.client_streaming:  # the same request twice on one stream: two answers, in order
+        call = node.channel.stream_stream(path, response_deserializer=parse)
+        return list(call(iter((payload, payload)), timeout=timeout))
     if descriptor.server_streaming:
         return list(node.channel.unary_stream(path, response_deserializer=parse)(payload, timeout=timeout))
     return [node.channel.unary_unary(path, response_deserializer=parse)(payload, timeout=timeout)]

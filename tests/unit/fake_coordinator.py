@@ -8,7 +8,8 @@ and otherwise from a sane default:
 * JoinGroup: a dynamic member with an empty id gets a fresh id; the member becomes leader of the next generation
   with itself as the only member;
 * SyncGroup: the leader's own assignment from the request (else every partition of `topics`);
-* Heartbeat, LeaveGroup, OffsetCommit: NONE; OffsetFetch: the offsets committed here.
+* Heartbeat (a call, or each message of a HeartbeatStream), LeaveGroup, OffsetCommit: NONE; OffsetFetch: the
+  offsets committed here.
 
 Every request is recorded as `(method, request)` in `requests`, so a test asserts what the client sent.
 """
@@ -18,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import itertools
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import grpc
@@ -169,6 +170,11 @@ class FakeCoordinator(pb_grpc.GroupCoordinatorServicer):
 
     async def Heartbeat(self, request: Any, context: Any) -> Any:
         return await self._answer("Heartbeat", request, context, lambda req: pb.HeartbeatResponse())
+
+    async def HeartbeatStream(self, requests: AsyncIterator[Any], context: Any) -> AsyncIterator[Any]:
+        """Each heartbeat on the stream is answered (and scripted, and recorded) as a Heartbeat call."""
+        async for request in requests:
+            yield await self.Heartbeat(request, context)
 
     async def LeaveGroup(self, request: Any, context: Any) -> Any:
         def default(req: Any) -> Any:

@@ -11,6 +11,8 @@ Code → expected reaction (tests below):
 * FENCED_INSTANCE_ID, INCONSISTENT_GROUP_PROTOCOL, INVALID_SESSION_TIMEOUT, INVALID_GROUP_ID,
   GROUP_MAX_SIZE_REACHED, INVALID_REQUEST (code or gRPC INVALID_ARGUMENT) → fatal: `wait_failed()` raises
   `MemberFailed(code)` and nothing more is sent.
+* THROTTLING_QUOTA_EXCEEDED (JoinGroup) → wait `throttle_time_ms`, join again; POLICY_VIOLATION (a configured
+  limit) → fatal, with the node's message; an OffsetCommit refused as a whole → its code for every partition.
 * UNKNOWN_SERVER_ERROR: SPEC §5 is silent; the client treats it as fatal on JoinGroup, SyncGroup and Heartbeat
   (Kafka does the same for JoinGroup; its heartbeat also surfaces it as an exception).
 * OFFSET_METADATA_TOO_LARGE, ILLEGAL_GENERATION (OffsetCommit) → returned per partition; the member goes on.
@@ -46,13 +48,6 @@ pytestmark = pytest.mark.timeout(20)
 
 SESSION_MS = 1000
 ALL = tuple(("t", p) for p in range(4))
-
-
-@pytest.fixture
-async def fake() -> AsyncIterator[FakeCoordinator]:
-    server = await FakeCoordinator(node_id=1).start()
-    yield server
-    await server.stop()
 
 
 @pytest.fixture
@@ -306,6 +301,7 @@ FATAL_ON_JOIN = [
     Errors.INVALID_SESSION_TIMEOUT,
     Errors.INVALID_GROUP_ID,
     Errors.GROUP_MAX_SIZE_REACHED,
+    Errors.POLICY_VIOLATION,
     Errors.INVALID_REQUEST,
     Errors.UNKNOWN_SERVER_ERROR,
 ]
@@ -577,3 +573,39 @@ async def test_sync_wrapper(fake: FakeCoordinator) -> None:
     # The server runs on this test's loop, so the blocking script runs in a worker thread.
     assert await asyncio.wait_for(asyncio.to_thread(script), 10) == ALL
     assert fake.count("LeaveGroup") == 1
+
+
+# -- limits (docs/SECURITY.md#limits) --------------------------------------------------------------------------
+
+
+async def test_throttled_join_waits_the_hint_then_joins(fake: FakeCoordinator, make: Any) -> None:
+    throttled = pb.JoinGroupResponse(
+        error_code=Errors.THROTTLING_QUOTA_EXCEEDED, generation_id=-1, throttle_time_ms=300, error_message="slow down"
+    )
+    fake.script("JoinGroup", throttled, throttled)
+    member, _ = make(fake)
+    begun = time.monotonic()
+    await started(member)
+    assert (await member.wait_stable(5)).partitions == ALL
+    assert time.monotonic() - begun >= 0.6
+    assert len(fake.sent("JoinGroup")) == 3
+
+
+async def test_policy_violation_on_join_is_fatal_with_the_nodes_message(fake: FakeCoordinator, make: Any) -> None:
+    message = "this coordinator partition holds max_groups_per_partition = 3 groups"
+    fake.script("JoinGroup", pb.JoinGroupResponse(error_code=Errors.POLICY_VIOLATION, error_message=message))
+    member, _ = make(fake)
+    await started(member)
+    with pytest.raises(MemberFailed, match=f"JoinGroup: POLICY_VIOLATION \\({message}\\)"):
+        await asyncio.wait_for(member.wait_failed(), 5)
+    await quiet_after_failure(fake)
+
+
+async def test_commit_refused_as_a_whole_gives_its_code_for_each_partition(fake: FakeCoordinator, make: Any) -> None:
+    refused = pb.OffsetCommitResponse(error_code=Errors.POLICY_VIOLATION, error_message="more than 1 partitions")
+    fake.script("OffsetCommit", refused)
+    member, _ = make(fake)
+    await started(member)
+    await member.wait_stable(5)
+    codes = await asyncio.wait_for(member.commit({("t", 0): 5, ("t", 1): 6}), 5)
+    assert codes == {("t", 0): Errors.POLICY_VIOLATION, ("t", 1): Errors.POLICY_VIOLATION}

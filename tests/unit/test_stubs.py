@@ -50,7 +50,12 @@ SPEC_ERRORS = {
 }
 
 # Codes the project uses beyond SPEC §1's list; each must still carry Kafka's own number for that name.
-KAFKA_EXTRA_ERRORS = {"DUPLICATE_RESOURCE": 92}
+KAFKA_EXTRA_ERRORS = {
+    "GROUP_AUTHORIZATION_FAILED": 30,
+    "POLICY_VIOLATION": 44,
+    "THROTTLING_QUOTA_EXCEEDED": 89,
+    "DUPLICATE_RESOURCE": 92,
+}
 
 
 @pytest.fixture(scope="module")
