@@ -21,9 +21,13 @@ from typing import Any
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from groupcoord.bench.members import Router
 from groupcoord.chaos.cluster import free_base
+from groupcoord.client.security import PLAINTEXT, ClientSecurity, sync_channel
+from groupcoord.errors import UserError
 from groupcoord.protocol.v1 import groupcoord_pb2 as pb
 from groupcoord.protocol.v1 import groupcoord_pb2_grpc as pb_grpc
+from groupcoord.security_flags import unreachable_hint
 
 # Every bench cluster: the first rebalance of a fresh group is not held back 3 s for more members.
 BASE_FLAGS = ("--group-initial-rebalance-delay-ms=0",)
@@ -31,6 +35,8 @@ CHANNEL_OPTIONS = (("grpc.enable_http_proxy", 0),)
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 STOP_WAIT_S = 10.0
 START_TIMEOUT_S = 60.0
+# A --bootstrap cluster is already up: it answers at once or not at all (wrong address, TLS without --ca-file).
+BOOTSTRAP_READY_S = 15.0
 BALANCE_TIMEOUT_S = 20.0
 
 
@@ -57,9 +63,17 @@ def proc_rss_mb(pid: int) -> float | None:
 class BenchCluster:
     """Node processes on 127.0.0.1..size, or only the addresses of a cluster someone else runs."""
 
-    def __init__(self, node_flags: list[str], bootstrap: list[str] | None = None, size: int = 3) -> None:
+    def __init__(
+        self,
+        node_flags: list[str],
+        bootstrap: list[str] | None = None,
+        size: int = 3,
+        security: ClientSecurity = PLAINTEXT,
+    ) -> None:
         self.node_flags = [*BASE_FLAGS, *node_flags]
         self.owned = not bootstrap
+        # How the bench's clients reach a --bootstrap cluster that serves TLS or wants a token.
+        self.security = security
         self.addresses: dict[int, str] = {}
         self.procs: dict[int, subprocess.Popen[bytes]] = {}
         self._dir: Path | None = None
@@ -77,7 +91,14 @@ class BenchCluster:
     def start(self) -> None:
         """Starts the nodes and waits until every node serves and every partition has a leader."""
         if not self.owned:
-            self.wait_ready()
+            try:
+                self.wait_ready(BOOTSTRAP_READY_S)
+            except RuntimeError:
+                where = ",".join(self.addresses.values())
+                hint = unreachable_hint(self.security)
+                raise UserError(
+                    f"the cluster at {where} did not answer as ready in {BOOTSTRAP_READY_S:.0f} s{hint}"
+                ) from None
             return
         self._dir = Path(tempfile.mkdtemp(prefix="groupcoord-bench-"))
         peers = ",".join(f"{i}={a}:{self._raft[i]}" for i, a in self.addresses.items())
@@ -141,8 +162,12 @@ class BenchCluster:
 
     def _channel(self, address: str) -> grpc.Channel:
         if address not in self._channels:
-            self._channels[address] = grpc.insecure_channel(address, options=CHANNEL_OPTIONS)
+            self._channels[address] = sync_channel(address, self.security, CHANNEL_OPTIONS)
         return self._channels[address]
+
+    def router(self, stream_heartbeats: bool = False) -> Router:
+        """Members' shared channels to this cluster, with its security."""
+        return Router(list(self.addresses.values()), stream_heartbeats, self.security)
 
     def _stub(self, address: str) -> pb_grpc.GroupCoordinatorStub:
         return pb_grpc.GroupCoordinatorStub(self._channel(address))

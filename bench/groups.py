@@ -69,7 +69,7 @@ class Fleet:
 
 
 async def _with_fleet(cluster: BenchCluster, interval_ms: int, body: Callable[[Fleet], Awaitable[Any]]) -> Any:
-    router = Router(list(cluster.addresses.values()))
+    router = cluster.router()
     fleet = Fleet(router, interval_ms)
     try:
         return await body(fleet)

@@ -29,6 +29,7 @@ from groupcoord.client.protocol import (
     encode_assignment,
     encode_subscription,
 )
+from groupcoord.client.security import PLAINTEXT, ClientSecurity, aio_channels
 from groupcoord.protocol.errors import Errors
 from groupcoord.protocol.v1 import groupcoord_pb2 as pb
 from groupcoord.protocol.v1 import groupcoord_pb2_grpc as pb_grpc
@@ -49,9 +50,12 @@ class BenchError(RuntimeError):
 class Router:
     """Shared channels and each group's coordinator address."""
 
-    def __init__(self, bootstrap: list[str], stream_heartbeats: bool = False) -> None:
+    def __init__(
+        self, bootstrap: list[str], stream_heartbeats: bool = False, security: ClientSecurity = PLAINTEXT
+    ) -> None:
         self.bootstrap = bootstrap
         self.stream_heartbeats = stream_heartbeats
+        self._open = aio_channels(security, CHANNEL_OPTIONS)
         self._channels: dict[str, list[grpc.aio.Channel]] = {}
         self._turn = itertools.count()
         self._coordinators: dict[str, str] = {}
@@ -59,9 +63,7 @@ class Router:
     def stub(self, address: str) -> pb_grpc.GroupCoordinatorStub:
         channels = self._channels.get(address)
         if channels is None:
-            channels = self._channels[address] = [
-                grpc.aio.insecure_channel(address, options=CHANNEL_OPTIONS) for _ in range(CHANNELS_PER_NODE)
-            ]
+            channels = self._channels[address] = [self._open(address) for _ in range(CHANNELS_PER_NODE)]
         return pb_grpc.GroupCoordinatorStub(channels[next(self._turn) % len(channels)])
 
     async def coordinator(self, group_id: str) -> str:

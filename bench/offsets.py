@@ -59,7 +59,7 @@ async def _members(router: Router, groups: int) -> list[Member]:
 
 async def commit_latency(cluster: BenchCluster, ops: int) -> dict[str, Any]:
     """One client, sequential OffsetCommit of one partition."""
-    router = Router(list(cluster.addresses.values()))
+    router = cluster.router()
     try:
         (m,) = await _members(router, 1)
         for offset in range(20):  # warm-up: connections, the coordinator's first batches
@@ -82,7 +82,7 @@ async def commit_latency(cluster: BenchCluster, ops: int) -> dict[str, Any]:
 async def commit_throughput(cluster: BenchCluster, in_flight: int, duration_s: float, groups: int) -> dict[str, Any]:
     """`in_flight` commit loops spread over `groups` single-member groups (so over the partitions and their
     leaders), each committing its own partition, for `duration_s`."""
-    router = Router(list(cluster.addresses.values()))
+    router = cluster.router()
     try:
         members = await _members(router, groups)
         latencies: list[list[float]] = [[] for _ in range(in_flight)]

@@ -16,7 +16,9 @@ from groupcoord.admin_cli import parse_bootstrap
 from groupcoord.bench import groups, offsets, scale
 from groupcoord.bench.cluster import BenchCluster
 from groupcoord.bench.stats import emit, machine, median_of
+from groupcoord.client.security import PLAINTEXT
 from groupcoord.errors import UserError
+from groupcoord.security_flags import FLAGS, client_security
 
 Scenario = Callable[[BenchCluster, argparse.Namespace], Awaitable[dict[str, Any]]]
 KILLS_A_NODE = ("failover", "scale")
@@ -36,7 +38,7 @@ def _scenario(name: str) -> Scenario:
 
 
 def _options(args: argparse.Namespace) -> dict[str, Any]:
-    skip = {"handler", "command", "scenario", "json", "runs", "bootstrap", "node_flag"}
+    skip = {"handler", "command", "scenario", "json", "runs", "bootstrap", "node_flag", *FLAGS}
     return {k: v for k, v in vars(args).items() if k not in skip}
 
 
@@ -44,11 +46,14 @@ def run(args: argparse.Namespace) -> int:
     bootstrap = parse_bootstrap(args.bootstrap) if args.bootstrap else None
     if bootstrap and args.scenario in KILLS_A_NODE:
         raise UserError(f"{args.scenario} kills a node: it needs a cluster of its own (no --bootstrap)")
+    security = client_security(args)
+    if security != PLAINTEXT and not bootstrap:
+        raise UserError("--ca-file, --cert-file, --key-file and --token are for a --bootstrap cluster")
     scenario = _scenario(args.scenario)
     runs: list[dict[str, Any]] = []
     node_flags: list[str] = []
     for _ in range(args.runs):
-        cluster = BenchCluster(args.node_flag, bootstrap)
+        cluster = BenchCluster(args.node_flag, bootstrap, security=security)
         node_flags = cluster.node_flags if cluster.owned else []
         load = round(os.getloadavg()[0], 2)
         try:

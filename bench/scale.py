@@ -7,6 +7,7 @@ import argparse
 import asyncio
 import json
 import math
+import os
 import random
 import sys
 import time
@@ -19,6 +20,7 @@ import grpc
 from groupcoord.bench.cluster import BenchCluster, proc_cpu_s
 from groupcoord.bench.members import REDISCOVER, RETRY_S, Router, describe
 from groupcoord.bench.stats import summary
+from groupcoord.bench.worker import TOKEN_ENV
 from groupcoord.client.admin import Admin
 from groupcoord.protocol.v1 import groupcoord_pb2 as pb
 
@@ -39,9 +41,13 @@ class Workers:
     def __init__(self, cluster: BenchCluster, groups: list[str], clients: int, per_group: int,
                  interval_ms: int, session_timeout_ms: int, heartbeat_rpc: str = "unary") -> None:  # fmt: skip
         self.procs: list[asyncio.subprocess.Process] = []
+        security = cluster.security
+        # The token goes through the environment: a command line shows in `ps`.
+        self.env = {**os.environ, TOKEN_ENV: security.token} if security.token else None
         self.configs = [
             {
                 "bootstrap": list(cluster.addresses.values()),
+                "tls": [security.ca_file, security.cert_file, security.key_file],
                 "groups": groups[i::clients],
                 "members_per_group": per_group,
                 "interval_ms": interval_ms,
@@ -58,7 +64,9 @@ class Workers:
             cmd = [sys.executable, "-m", "groupcoord.bench.worker", json.dumps(config)]
             pipe = asyncio.subprocess.PIPE
             self.procs.append(
-                await asyncio.create_subprocess_exec(*cmd, stdin=pipe, stdout=pipe, limit=WORKER_LINE_LIMIT)
+                await asyncio.create_subprocess_exec(
+                    *cmd, stdin=pipe, stdout=pipe, limit=WORKER_LINE_LIMIT, env=self.env
+                )
             )
         return await asyncio.wait_for(asyncio.gather(*(self._line(p) for p in self.procs)), READY_TIMEOUT_S)
 
@@ -200,9 +208,9 @@ async def _list_groups(router: Router, address: str) -> tuple[int, float]:
     return len(reply.groups), (time.perf_counter() - sent) * 1000
 
 
-async def _admin_list_groups(addresses: list[str], times: int) -> tuple[int, list[float]]:
+async def _admin_list_groups(cluster: BenchCluster, times: int) -> tuple[int, list[float]]:
     """`Admin.list_groups` (every node lists the partitions it coordinates, merged) `times` times; ms each."""
-    async with Admin(addresses) as admin:
+    async with Admin(list(cluster.addresses.values()), security=cluster.security) as admin:
         await admin.describe_cluster()  # connected before the clock starts
         latencies, count = [], 0
         for _ in range(times):
@@ -224,13 +232,13 @@ async def scale(cluster: BenchCluster, args: argparse.Namespace) -> dict[str, An
         clients_cpu = sum(c for pid in workers.pids() if (c := proc_cpu_s(pid)) is not None)
     finally:
         await workers.close(leave_groups=False)
-    router = Router(list(cluster.addresses.values()))
+    router = cluster.router()
     try:
         rss = cluster.rss_mb()
         sample = random.sample(names, min(args.samples, len(names)))
         describe_ms = [(await describe(router, g))[1] for g in sample]
         listed = [await _list_groups(router, a) for a in cluster.addresses.values() for _ in range(5)]
-        admin_listed, admin_ms = await _admin_list_groups(list(cluster.addresses.values()), 5)
+        admin_listed, admin_ms = await _admin_list_groups(cluster, 5)
         stable_before = await _stable_count(router, names, per_group)
         leaders = cluster.leaders() or {}
         victim = Counter(leaders.values()).most_common(1)[0][0]

@@ -5,7 +5,8 @@ these. Protocol with the parent, one JSON or text line each way:
 
     argv[1]  JSON config: bootstrap, groups, members_per_group, interval_ms (0: stop heartbeating once a group
              is Stable), session_timeout_ms, concurrency (groups formed at once), heartbeat_rpc (`unary`:
-             Heartbeat calls; `stream`: one HeartbeatStream per member)
+             Heartbeat calls; `stream`: one HeartbeatStream per member), tls ([CA, certificate, key] files, empty
+             for none); a bearer token comes in $GROUPCOORD_TOKEN
     stdout   {"ready": ..., "form_s": ...} once every group is Stable
     stdin    "go W"  → records W seconds of heartbeats, then prints {"latencies_ms": [...], "heartbeats": ...}
     stdin    "leave" → every group leaves (one batch LeaveGroup each) and the process exits; EOF: exits at once
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 import time
 from typing import Any
@@ -22,8 +24,10 @@ from typing import Any
 import uvloop
 
 from groupcoord.bench.members import Member, Router, leave, run_member, subscription, wait_stable
+from groupcoord.client.security import ClientSecurity
 
 FORM_INTERVAL_S = 0.1
+TOKEN_ENV = "GROUPCOORD_TOKEN"
 FORM_TIMEOUT_S = 300.0
 
 
@@ -48,7 +52,9 @@ async def _form(router: Router, group_id: str, config: dict[str, Any], stop: asy
 
 
 async def main(config: dict[str, Any]) -> None:
-    router = Router(config["bootstrap"], stream_heartbeats=config["heartbeat_rpc"] == "stream")
+    ca_file, cert_file, key_file = config["tls"]
+    security = ClientSecurity(ca_file, cert_file, key_file, os.environ.get(TOKEN_ENV, ""))
+    router = Router(config["bootstrap"], config["heartbeat_rpc"] == "stream", security)
     stop = asyncio.Event()
     members: list[Member] = []
     tasks: list[asyncio.Task[None]] = []

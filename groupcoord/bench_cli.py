@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import argparse
 
+from groupcoord.security_flags import add_security_flags
+
 SCENARIOS = {
     "commit-latency": "one client, sequential OffsetCommit of one partition → p50/p99/max",
     "commit-throughput": "many commits in flight for a while → ops/s, p50/p99",
@@ -43,6 +45,7 @@ def _common(parser: argparse.ArgumentParser) -> None:
                         "one (not for failover and scale, which kill a node)")  # fmt: skip
     parser.add_argument("--node-flag", action="append", default=[], metavar="FLAG", help="extra flag for every node "
                         "the benchmark starts, e.g. --node-flag=--event-loop=asyncio (repeatable)")  # fmt: skip
+    add_security_flags(parser)  # for a --bootstrap cluster that serves TLS or wants a token
 
 
 def _add_options(name: str, p: argparse.ArgumentParser) -> None:
