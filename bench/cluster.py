@@ -165,9 +165,9 @@ class BenchCluster:
             self._channels[address] = sync_channel(address, self.security, CHANNEL_OPTIONS)
         return self._channels[address]
 
-    def router(self, stream_heartbeats: bool = False) -> Router:
-        """Members' shared channels to this cluster, with its security."""
-        return Router(list(self.addresses.values()), stream_heartbeats, self.security)
+    def router(self, batched: bool = True) -> Router:
+        """Members' shared channels (and batch streams) to this cluster, with its security."""
+        return Router(list(self.addresses.values()), batched, self.security)
 
     def _stub(self, address: str) -> pb_grpc.GroupCoordinatorStub:
         return pb_grpc.GroupCoordinatorStub(self._channel(address))

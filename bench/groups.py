@@ -63,6 +63,8 @@ class Fleet:
 
     async def close(self, leave_groups: bool = True) -> None:
         self.stop.set()
+        for task in self.tasks.values():
+            task.cancel()
         await asyncio.gather(*self.tasks.values(), return_exceptions=True)
         if leave_groups:
             await asyncio.gather(*(leave(self.router, ms) for ms in self.groups.values()), return_exceptions=True)

@@ -4,7 +4,8 @@ Thousands of SDK `GroupMember`s, each with its own channel and tasks, would meas
 member is a small record and a coroutine, and all members share a `Router` (two channels per node and a
 cache of each group's coordinator). The protocol is the SDK's: JoinGroup (MEMBER_ID_REQUIRED, then again
 with the id), the leader assigns with the range assignor over the members' subscriptions, SyncGroup,
-Heartbeat (unary, or over a HeartbeatStream per member with `Router(stream_heartbeats=True)`);
+Heartbeat; with `Router(batched=True)`, as the SDK sends them, heartbeats and commits go over the batch streams
+(HeartbeatStream, OffsetCommitStream: one per node for the whole process, client/batching.py), else unary calls;
 REBALANCE_IN_PROGRESS / ILLEGAL_GENERATION / UNKNOWN_MEMBER_ID mean rejoin, and COORDINATOR_NOT_AVAILABLE /
 NOT_COORDINATOR / a transport error mean find the coordinator again.
 """
@@ -21,6 +22,7 @@ from typing import Any
 import grpc
 
 from groupcoord.client.assignors import RangeAssignor
+from groupcoord.client.batching import BatchStream, StreamBroken
 from groupcoord.client.protocol import (
     PROTOCOL_TYPE,
     Assignment,
@@ -50,11 +52,13 @@ class BenchError(RuntimeError):
 class Router:
     """Shared channels and each group's coordinator address."""
 
-    def __init__(
-        self, bootstrap: list[str], stream_heartbeats: bool = False, security: ClientSecurity = PLAINTEXT
-    ) -> None:
+    def __init__(self, bootstrap: list[str], batched: bool = True, security: ClientSecurity = PLAINTEXT) -> None:
         self.bootstrap = bootstrap
-        self.stream_heartbeats = stream_heartbeats
+        self.batched = batched
+        self._streams = {
+            "Heartbeat": BatchStream(self, "HeartbeatStream", pb.HeartbeatBatchRequest),
+            "OffsetCommit": BatchStream(self, "OffsetCommitStream", pb.OffsetCommitBatchRequest),
+        }
         self._open = aio_channels(security, CHANNEL_OPTIONS)
         self._channels: dict[str, list[grpc.aio.Channel]] = {}
         self._turn = itertools.count()
@@ -105,8 +109,11 @@ class Router:
         """The reply, or None after the coordinator was unreachable or moved (looked up again next time)."""
         address = await self.coordinator(group_id)
         try:
-            reply = await getattr(self.stub(address), method)(request, timeout=timeout_s)
-        except grpc.aio.AioRpcError:
+            if self.batched and method in self._streams:
+                reply = await self._streams[method].call(address, request, timeout_s)
+            else:
+                reply = await getattr(self.stub(address), method)(request, timeout=timeout_s)
+        except (grpc.aio.AioRpcError, StreamBroken):
             reply = None
         if reply is None or getattr(reply, "error_code", Errors.NONE) in REDISCOVER:
             self.forget(group_id, address)
@@ -115,6 +122,8 @@ class Router:
         return reply
 
     async def close(self) -> None:
+        for stream in self._streams.values():
+            await stream.close()
         for channels in self._channels.values():
             for channel in channels:
                 await channel.close()
@@ -137,14 +146,6 @@ class Member:
     latencies: list[tuple[float, float]] = field(default_factory=list)
     record: bool = False
     errors: dict[str, int] = field(default_factory=dict)
-    # The member's open HeartbeatStream and the node it goes to (stream_heartbeats only).
-    stream: Any = None
-    stream_address: str = ""
-
-    def close_stream(self) -> None:
-        if self.stream is not None:
-            self.stream.cancel()
-        self.stream, self.stream_address = None, ""
 
     def count_error(self, what: str) -> None:
         self.errors[what] = self.errors.get(what, 0) + 1
@@ -219,10 +220,7 @@ async def heartbeat(router: Router, m: Member) -> int | None:
         group_id=m.group_id, generation_id=m.generation_id, member_id=m.member_id, group_instance_id=m.group_instance_id
     )
     sent = time.perf_counter()
-    if router.stream_heartbeats:
-        reply = await _stream_heartbeat(router, m, request)
-    else:
-        reply = await router.call(m.group_id, "Heartbeat", request)
+    reply = await router.call(m.group_id, "Heartbeat", request)
     if reply is None:
         m.count_error("unreachable")
         return None
@@ -238,39 +236,19 @@ async def heartbeat(router: Router, m: Member) -> int | None:
     return reply.error_code
 
 
-async def _stream_heartbeat(router: Router, m: Member, request: pb.HeartbeatRequest) -> Any | None:
-    """One heartbeat over the member's stream to its coordinator, opened (again) when needed; None as in `call`."""
-    address = await router.coordinator(m.group_id)
-    if m.stream_address != address:
-        m.close_stream()
-        m.stream, m.stream_address = router.stub(address).HeartbeatStream(), address
-    try:
-        await m.stream.write(request)
-        reply = await asyncio.wait_for(m.stream.read(), RPC_TIMEOUT_S)
-    except (grpc.aio.AioRpcError, TimeoutError):
-        reply = None
-    if reply is None or reply is grpc.aio.EOF or reply.error_code in REDISCOVER:
-        m.close_stream()
-        router.forget(m.group_id, address)
-        await asyncio.sleep(RETRY_S)
-        return None
-    return reply
-
-
 async def run_member(
     router: Router, m: Member, metadata: bytes, interval_s: Callable[[], float], stop: asyncio.Event
 ) -> None:
-    """Join, then heartbeat every `interval_s()` (read each time: a scenario changes it) until `stop`;
-    after a failed heartbeat the next one follows at once."""
+    """Join, then heartbeat every `interval_s()` (read each time: a scenario changes it) until `stop`, which is
+    looked at after each sleep (to end at once, cancel the task); after a failed heartbeat the next one follows at
+    once. A plain sleep, not a wait on `stop`: that would cost each heartbeat a task of its own in this client."""
     await join(router, m, metadata)
     code: int | None = Errors.NONE
     while not stop.is_set():
         if code == Errors.NONE:
-            try:
-                await asyncio.wait_for(stop.wait(), interval_s())
+            await asyncio.sleep(interval_s())
+            if stop.is_set():
                 return
-            except TimeoutError:
-                pass
         code = await heartbeat(router, m)
         if code in REJOIN:
             if code == Errors.UNKNOWN_MEMBER_ID:

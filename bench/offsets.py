@@ -1,5 +1,5 @@
-"""`commit-latency` and `commit-throughput`: OffsetCommit by members of real groups (each commit is one Raft
-entry, answered once committed on a majority)."""
+"""`commit-latency` and `commit-throughput`: OffsetCommit by members of real groups, answered once committed on a
+majority; sent as the SDK sends them (over one OffsetCommitStream per node, in batches) or as unary calls."""
 
 from __future__ import annotations
 
@@ -57,9 +57,9 @@ async def _members(router: Router, groups: int) -> list[Member]:
     return members
 
 
-async def commit_latency(cluster: BenchCluster, ops: int) -> dict[str, Any]:
+async def commit_latency(cluster: BenchCluster, ops: int, batched: bool = True) -> dict[str, Any]:
     """One client, sequential OffsetCommit of one partition."""
-    router = cluster.router()
+    router = cluster.router(batched)
     try:
         (m,) = await _members(router, 1)
         for offset in range(20):  # warm-up: connections, the coordinator's first batches
@@ -79,10 +79,12 @@ async def commit_latency(cluster: BenchCluster, ops: int) -> dict[str, Any]:
         await router.close()
 
 
-async def commit_throughput(cluster: BenchCluster, in_flight: int, duration_s: float, groups: int) -> dict[str, Any]:
+async def commit_throughput(
+    cluster: BenchCluster, in_flight: int, duration_s: float, groups: int, batched: bool = True
+) -> dict[str, Any]:
     """`in_flight` commit loops spread over `groups` single-member groups (so over the partitions and their
     leaders), each committing its own partition, for `duration_s`."""
-    router = cluster.router()
+    router = cluster.router(batched)
     try:
         members = await _members(router, groups)
         latencies: list[list[float]] = [[] for _ in range(in_flight)]

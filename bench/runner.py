@@ -26,8 +26,10 @@ KILLS_A_NODE = ("failover", "scale")
 
 def _scenario(name: str) -> Scenario:
     table: dict[str, Scenario] = {
-        "commit-latency": lambda c, a: offsets.commit_latency(c, a.ops),
-        "commit-throughput": lambda c, a: offsets.commit_throughput(c, a.in_flight, a.duration, a.groups),
+        "commit-latency": lambda c, a: offsets.commit_latency(c, a.ops, a.rpc == "batched"),
+        "commit-throughput": lambda c, a: offsets.commit_throughput(
+            c, a.in_flight, a.duration, a.groups, a.rpc == "batched"
+        ),
         "join": lambda c, a: groups.join(c, a.members, a.heartbeat_interval_ms),
         "rebalance": lambda c, a: groups.rebalance(c, a.members, a.heartbeat_interval_ms),
         "failover": lambda c, a: groups.failover(c, a.groups, a.members_per_group, a.heartbeat_interval_ms),

@@ -39,7 +39,7 @@ class Workers:
     """Client processes, each forming a slice of the groups."""
 
     def __init__(self, cluster: BenchCluster, groups: list[str], clients: int, per_group: int,
-                 interval_ms: int, session_timeout_ms: int, heartbeat_rpc: str = "unary") -> None:  # fmt: skip
+                 interval_ms: int, session_timeout_ms: int, rpc: str = "batched") -> None:  # fmt: skip
         self.procs: list[asyncio.subprocess.Process] = []
         security = cluster.security
         # The token goes through the environment: a command line shows in `ps`.
@@ -53,7 +53,7 @@ class Workers:
                 "interval_ms": interval_ms,
                 "session_timeout_ms": session_timeout_ms,
                 "concurrency": 50,
-                "heartbeat_rpc": heartbeat_rpc,
+                "rpc": rpc,
             }
             for i in range(clients)
         ]
@@ -117,7 +117,7 @@ async def _heartbeat_step(
     clients = args.clients or max(1, math.ceil(rate / CLIENT_CALLS_PER_S))
     tag = uuid.uuid4().hex[:6]
     workers = Workers(cluster, [f"hb-{tag}-{g}" for g in range(groups)], clients, per_group, args.interval_ms,
-                      max(30_000, 3 * args.interval_ms), args.heartbeat_rpc)  # fmt: skip
+                      max(30_000, 3 * args.interval_ms), args.rpc)  # fmt: skip
     try:
         ready = await workers.start()
         nodes_before, start = _nodes_cpu(cluster), time.perf_counter()

@@ -4,9 +4,10 @@ One Python process tops out at a few thousand calls/s, so those scenarios spread
 these. Protocol with the parent, one JSON or text line each way:
 
     argv[1]  JSON config: bootstrap, groups, members_per_group, interval_ms (0: stop heartbeating once a group
-             is Stable), session_timeout_ms, concurrency (groups formed at once), heartbeat_rpc (`unary`:
-             Heartbeat calls; `stream`: one HeartbeatStream per member), tls ([CA, certificate, key] files, empty
-             for none); a bearer token comes in $GROUPCOORD_TOKEN
+             is Stable), session_timeout_ms, concurrency (groups formed at once), rpc (`batched`: the
+             process's heartbeats in batches over one HeartbeatStream per node, as the SDK sends them; `unary`:
+             a Heartbeat call each), tls ([CA, certificate, key] files, empty for none); a bearer token
+             comes in $GROUPCOORD_TOKEN
     stdout   {"ready": ..., "form_s": ...} once every group is Stable
     stdin    "go W"  → records W seconds of heartbeats, then prints {"latencies_ms": [...], "heartbeats": ...}
     stdin    "leave" → every group leaves (one batch LeaveGroup each) and the process exits; EOF: exits at once
@@ -15,6 +16,7 @@ these. Protocol with the parent, one JSON or text line each way:
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import os
 import sys
@@ -54,7 +56,7 @@ async def _form(router: Router, group_id: str, config: dict[str, Any], stop: asy
 async def main(config: dict[str, Any]) -> None:
     ca_file, cert_file, key_file = config["tls"]
     security = ClientSecurity(ca_file, cert_file, key_file, os.environ.get(TOKEN_ENV, ""))
-    router = Router(config["bootstrap"], config["heartbeat_rpc"] == "stream", security)
+    router = Router(config["bootstrap"], config["rpc"] == "batched", security)
     stop = asyncio.Event()
     members: list[Member] = []
     tasks: list[asyncio.Task[None]] = []
@@ -67,6 +69,7 @@ async def main(config: dict[str, Any]) -> None:
             await _form(router, group_id, config, stop, members, tasks)
 
     await asyncio.gather(*(form(g) for g in config["groups"]))
+    gc.freeze()
     _say({"ready": True, "groups": len(config["groups"]), "members": len(members),
           "form_s": round(time.perf_counter() - started, 3)})  # fmt: skip
     loop = asyncio.get_running_loop()
@@ -75,6 +78,8 @@ async def main(config: dict[str, Any]) -> None:
             _say(await _measure(members, float(line.split()[1])))
         elif line == "leave":
             stop.set()
+            for task in tasks:
+                task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
             by_group: dict[str, list[Member]] = {}
             for m in members:
@@ -85,8 +90,6 @@ async def main(config: dict[str, Any]) -> None:
     for task in tasks:
         task.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
-    for m in members:
-        m.close_stream()
     await router.close()
 
 

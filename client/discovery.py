@@ -1,4 +1,5 @@
-"""Reaching the cluster: one gRPC channel per node, and each group's coordinator found and cached.
+"""Reaching the cluster: one gRPC channel per node, each group's coordinator found and cached, and the batch
+streams (client/batching.py) that carry heartbeats and offset commits.
 
 FindCoordinator may be asked of any node; the answer is cached per group until a call to the coordinator
 says it moved (COORDINATOR_NOT_AVAILABLE / NOT_COORDINATOR) or the node cannot be reached. Every retry
@@ -13,6 +14,7 @@ from dataclasses import dataclass, field
 
 import grpc
 
+from groupcoord.client.batching import BatchStream
 from groupcoord.client.security import PLAINTEXT, ClientSecurity, aio_channels
 from groupcoord.protocol.errors import Errors
 from groupcoord.protocol.v1 import groupcoord_pb2 as pb
@@ -60,6 +62,8 @@ class Connections:
         self._open_channel = aio_channels(security)
         self._channels: dict[str, grpc.aio.Channel] = {}
         self._coordinators: dict[str, str] = {}
+        self.heartbeats = BatchStream(self, "HeartbeatStream", pb.HeartbeatBatchRequest)
+        self.commits = BatchStream(self, "OffsetCommitStream", pb.OffsetCommitBatchRequest)
 
     def stub(self, address: str) -> pb_grpc.GroupCoordinatorStub:
         channel = self._channels.get(address)
@@ -109,5 +113,7 @@ class Connections:
             await backoff.wait()
 
     async def close(self) -> None:
+        await self.heartbeats.close()
+        await self.commits.close()
         channels, self._channels = self._channels, {}
         await asyncio.gather(*(c.close() for c in channels.values()), return_exceptions=True)

@@ -31,6 +31,7 @@ from typing import Any
 import grpc
 
 from groupcoord.client.assignors import Assignor, get_assignor
+from groupcoord.client.batching import StreamBroken
 from groupcoord.client.discovery import (
     Backoff,
     Connections,
@@ -38,7 +39,6 @@ from groupcoord.client.discovery import (
     GroupAuthorizationFailed,
     InvalidGroupId,
 )
-from groupcoord.client.heartbeats import HeartbeatStream, StreamBroken
 from groupcoord.client.protocol import (
     PROTOCOL_TYPE,
     Assignment,
@@ -92,6 +92,7 @@ class GroupMember:
         on_revoked: Callback | None = None,
         join_reason: int = JoinReason.UNKNOWN,
         security: ClientSecurity = PLAINTEXT,
+        connections: Connections | None = None,
     ) -> None:
         self.group_id = group_id
         self.topics = dict(topics)
@@ -107,8 +108,10 @@ class GroupMember:
         self.member_id = ""
         self.generation_id = -1
         self.assignment = Assignment(())
-        self._connections = Connections(bootstrap, security=security)
-        self._heartbeats = HeartbeatStream(self._connections)
+        # Members of one process (and one event loop) may share `connections`: channels, the coordinator cache,
+        # and the batches their heartbeats and commits travel in. The member closes only connections it opened.
+        self._owns_connections = connections is None
+        self._connections = Connections(bootstrap, security=security) if connections is None else connections
         self._task: asyncio.Task[None] | None = None
         self._closing = False
         self.last_heartbeat_ok = 0.0  # time.monotonic() of the last successful heartbeat (or SyncGroup)
@@ -143,8 +146,8 @@ class GroupMember:
                 request = pb.LeaveGroupRequest(group_id=self.group_id)
                 request.members.add(member_id=self.member_id, reason="closed")
                 await self._call("LeaveGroup", request, attempts=3, lookup_timeout_s=2.0)
-        self._heartbeats.close()
-        await self._connections.close()
+        if self._owns_connections:
+            await self._connections.close()
 
     # -- offsets --------------------------------------------------------------------------------------
 
@@ -370,9 +373,11 @@ class GroupMember:
             await backoff.wait()
 
     async def _send(self, method: str, address: str, request: Any, timeout_s: float) -> Any:
-        """Heartbeats go over the member's HeartbeatStream, every other call is a unary call."""
+        """Heartbeats and commits go in the batches of the connections' streams, every other call is a unary call."""
         if method == "Heartbeat":
-            return await self._heartbeats.beat(address, request, timeout_s)
+            return await self._connections.heartbeats.call(address, request, timeout_s)
+        if method == "OffsetCommit":
+            return await self._connections.commits.call(address, request, timeout_s)
         return await getattr(self._connections.stub(address), method)(request, timeout=timeout_s)
 
     def _check(self, code: int, where: str, message: str = "") -> None:

@@ -102,7 +102,8 @@ class _StreamUnaryToken(_Token, grpc.aio.StreamUnaryClientInterceptor):
 
 
 class _StreamStreamToken(_Token, grpc.aio.StreamStreamClientInterceptor):
-    """Bidirectional streams (HeartbeatStream) too: the token is sent once, with the call's headers."""
+    """Bidirectional streams (HeartbeatStream, OffsetCommitStream) too: the token is sent once, with the call's
+    headers."""
 
     async def intercept_stream_stream(self, continuation: Any, client_call_details: Any, request_iterator: Any) -> Any:
         return await continuation(_with_token(client_call_details, self._metadata), request_iterator)

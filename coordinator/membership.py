@@ -7,6 +7,8 @@ addMemberAndRebalance); every hard change is a record written through `_emit`.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from groupcoord.coordinator.limits import TokenBucket
 from groupcoord.coordinator.runtime import JOIN, SYNC, Runtime, Token, core_call, join_error, sync_error
 from groupcoord.coordinator.state import Group, GroupState
@@ -15,6 +17,15 @@ from groupcoord.protocol.errors import Errors
 from groupcoord.protocol.v1 import groupcoord_pb2 as pb
 
 JoinReason = pb.JoinGroupRequest.JoinReason
+# The groups of every partition the node leads, for `max_groups_per_node`: counted only for a request that would
+# create a group (the count sums over the node's partitions).
+NodeGroups = Callable[[], int]
+
+
+def no_groups() -> int:
+    return 0
+
+
 REBALANCING_REASONS = (JoinReason.TOPIC_METADATA_CHANGE, JoinReason.UPGRADE)
 MAX_REASON_LENGTH = 255
 PREPARING, COMPLETING, STABLE, EMPTY = (
@@ -103,15 +114,15 @@ class Membership(Runtime):
 
     # -- resource limits ----------------------------------------------------------------------------
 
-    def _new_group_refusal(self, group_id: str, node_groups: int) -> str:
-        """Why a request that would create `group_id` is refused, or "". `node_groups` is what the node counts
-        in the partitions it leads (this one included); existing groups are never refused."""
+    def _new_group_refusal(self, group_id: str, node_groups: NodeGroups) -> str:
+        """Why a request that would create `group_id` is refused, or "". `node_groups()` is what the node counts
+        in the partitions it leads (this one included), asked only then; existing groups are never refused."""
         cfg = self.config
         if group_id in self.store.groups:
             return ""
         if cfg.max_groups_per_partition and len(self.store.groups) >= cfg.max_groups_per_partition:
             return f"this coordinator partition holds max_groups_per_partition = {cfg.max_groups_per_partition} groups"
-        if cfg.max_groups_per_node and node_groups >= cfg.max_groups_per_node:
+        if cfg.max_groups_per_node and node_groups() >= cfg.max_groups_per_node:
             return f"the partitions this node leads hold max_groups_per_node = {cfg.max_groups_per_node} groups"
         return ""
 
@@ -128,7 +139,9 @@ class Membership(Runtime):
     # -- JoinGroup ----------------------------------------------------------------------------------
 
     @core_call
-    def join_group(self, req: pb.JoinGroupRequest, token: Token, client_host: str = "", node_groups: int = 0) -> None:
+    def join_group(
+        self, req: pb.JoinGroupRequest, token: Token, client_host: str = "", node_groups: NodeGroups = no_groups
+    ) -> None:
         """`node_groups`: the groups of every partition the node leads, for `max_groups_per_node`."""
         code = self._group_id_error(req.group_id)
         message = ""
@@ -140,7 +153,7 @@ class Membership(Runtime):
             self._join(req, token, client_host, node_groups)
         return
 
-    def _join(self, req: pb.JoinGroupRequest, token: Token, client_host: str, node_groups: int) -> None:
+    def _join(self, req: pb.JoinGroupRequest, token: Token, client_host: str, node_groups: NodeGroups) -> None:
         group = self.store.get(req.group_id)
         if group is None and req.member_id:
             self._reply(token, join_error(Errors.UNKNOWN_MEMBER_ID, req.member_id, "no such group"))
@@ -598,7 +611,7 @@ class Membership(Runtime):
     # -- AddMembersToGroup --------------------------------------------------------------------------
 
     @core_call
-    def add_members(self, req: pb.AddMembersToGroupRequest, token: Token, node_groups: int = 0) -> None:
+    def add_members(self, req: pb.AddMembersToGroupRequest, token: Token, node_groups: NodeGroups = no_groups) -> None:
         code = self._group_id_error(req.group_id)
         if code == Errors.NONE and not req.group_instance_ids:
             self._reply(

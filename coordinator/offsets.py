@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from groupcoord.coordinator.limits import exceeds
-from groupcoord.coordinator.membership import Membership
+from groupcoord.coordinator.membership import Membership, NodeGroups, no_groups
 from groupcoord.coordinator.runtime import Token, core_call
 from groupcoord.coordinator.state import Group, GroupState
 from groupcoord.protocol import records as r
@@ -18,7 +18,7 @@ TOPIC_NAME = re.compile(r"[a-zA-Z0-9._-]{1,249}")
 
 class Offsets(Membership):
     @core_call
-    def offset_commit(self, req: pb.OffsetCommitRequest, token: Token, node_groups: int = 0) -> None:
+    def offset_commit(self, req: pb.OffsetCommitRequest, token: Token, node_groups: NodeGroups = no_groups) -> None:
         """`node_groups`: the groups of every partition the node leads, for `max_groups_per_node`."""
         code = self._group_id_error(req.group_id, allow_empty=True)
         most = self.config.offset_commit_max_partitions

@@ -49,6 +49,10 @@ def _common(parser: argparse.ArgumentParser) -> None:
 
 
 def _add_options(name: str, p: argparse.ArgumentParser) -> None:
+    if name in ("commit-latency", "commit-throughput", "heartbeats"):
+        p.add_argument("--rpc", choices=("batched", "unary"), default="batched",
+                       help="heartbeats and commits over the batch streams, one per node for the client process, as "
+                       "the SDK sends them; or a unary call each (default: %(default)s)")  # fmt: skip
     if name == "commit-latency":
         p.add_argument("--ops", type=_positive, default=3000, help="sequential commits (default: %(default)s)")
     elif name == "commit-throughput":
@@ -77,8 +81,6 @@ def _add_options(name: str, p: argparse.ArgumentParser) -> None:
         p.add_argument("--p99-limit-ms", type=float, default=50.0, help="(default: %(default)s)")
         p.add_argument("--clients", type=int, default=0, metavar="N", help="client processes (default: one per "
                        "3,000 heartbeats/s)")  # fmt: skip
-        p.add_argument("--heartbeat-rpc", choices=("unary", "stream"), default="stream",
-                       help="unary Heartbeat calls or a HeartbeatStream per member (default: %(default)s)")  # fmt: skip
     elif name == "scale":
         p.add_argument("--groups", type=_positive, default=10_000, help="(default: %(default)s)")
         p.add_argument("--members-per-group", type=_positive, default=5, help="(default: %(default)s)")

@@ -70,7 +70,8 @@ COMMIT_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5
 CORE_READ_TIMEOUT_S = 5.0
 STORED_STATES = tuple(s for s in GroupState if s is not GroupState.DEAD)
 
-Handle = Callable[[bytes, grpc.aio.ServicerContext], Awaitable[Message]]
+# A handler of one request: raw bytes (a unary call) or a parsed message (one request of a batch stream).
+Handle = Callable[[Any, grpc.aio.ServicerContext], Awaitable[Message]]
 
 
 def error_label(code: int) -> str:
@@ -235,10 +236,10 @@ class NodeMetrics:
         """Wraps one RPC's handler: counts each outcome and observes its latency."""
         metrics = _ApiMetrics(api, self.requests, self.request_latency)
 
-        async def instrumented(raw: bytes, context: grpc.aio.ServicerContext) -> Message:
+        async def instrumented(request: Any, context: grpc.aio.ServicerContext) -> Message:
             start = perf_counter()
             try:
-                response = await handle(raw, context)
+                response = await handle(request, context)
             except grpc.aio.AbortError:
                 code = context.code()
                 metrics.count(f"grpc_{code.name}" if isinstance(code, grpc.StatusCode) else "grpc_UNKNOWN")

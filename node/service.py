@@ -59,16 +59,8 @@ def _raw(data: bytes) -> bytes:
     return data
 
 
-def _each(
-    unary: Callable[[bytes, Context], Awaitable[Message]],
-) -> Callable[[AsyncIterator[bytes], Context], AsyncIterator[Message]]:
-    """A stream answering each request in order with `unary` (parsing, authorization and metrics included)."""
-
-    async def stream(requests: AsyncIterator[bytes], context: Context) -> AsyncIterator[Message]:
-        async for raw in requests:
-            yield await unary(raw, context)
-
-    return stream
+# Requests in one message of a batch stream (HeartbeatStream, OffsetCommitStream), at most.
+MAX_BATCH_REQUESTS = 10_000
 
 
 # The RPCs about one group (`group_id`), checked by auth.group_need; the batch ones by group, in `_authorized`.
@@ -131,9 +123,9 @@ class GroupCoordinatorService:
             "DescribeCluster": self.describe_cluster,
         }
         self._streams: dict[str, StreamHandler] = {"ReadEvents": self.read_events}
-        # Bidirectional streams whose every message is answered as the named unary RPC answers it.
-        self._per_message: dict[str, str] = {"HeartbeatStream": "Heartbeat"}
-        missing = {m.name for m in SERVICE.methods} ^ (set(self._methods) | set(self._streams) | set(self._per_message))
+        # Bidirectional streams of batches whose every request is answered as the named unary RPC answers it.
+        self._batches: dict[str, str] = {"HeartbeatStream": "Heartbeat", "OffsetCommitStream": "OffsetCommit"}
+        missing = {m.name for m in SERVICE.methods} ^ (set(self._methods) | set(self._streams) | set(self._batches))
         if missing:
             raise RuntimeError(f"RPCs without a handler (or handlers without an RPC): {sorted(missing)}")
 
@@ -142,9 +134,9 @@ class GroupCoordinatorService:
         for method in SERVICE.methods:
             request_type, serializer = GetMessageClass(method.input_type), GetMessageClass(method.output_type)
             if method.client_streaming:
-                unary = self._per_message[method.name]
+                unary = self._batches[method.name]
                 handlers[method.name] = grpc.stream_stream_rpc_method_handler(
-                    _each(self._guarded(unary, request_type, self._methods[unary])),
+                    self._batched(method.name, request_type, serializer, self._serving(unary, self._methods[unary])),
                     request_deserializer=_raw,
                     response_serializer=serializer.SerializeToString,
                 )
@@ -196,10 +188,19 @@ class GroupCoordinatorService:
     def _guarded(
         self, name: str, request_type: type[Message], handler: Handler
     ) -> Callable[[bytes, Context], Awaitable]:
-        """Parses the request; a bug in one call becomes INTERNAL for that call, never a dead server."""
+        """Parses the request, then serves it (`_serving`); malformed is INVALID_ARGUMENT, counted as such."""
+        serve = self._serving(name, handler, instrumented=False)
 
         async def handle(raw: bytes, context: Context) -> Message:
-            request = await self._parse(name, request_type, raw, context)
+            return await serve(await self._parse(name, request_type, raw, context), context)
+
+        return handle if self._metrics is None else self._metrics.instrument(name, handle)
+
+    def _serving(self, name: str, handler: Handler, instrumented: bool = True) -> Handler:
+        """Authorizes and runs one parsed request; a bug in one call becomes INTERNAL for that call, never a dead
+        server."""
+
+        async def serve(request: Message, context: Context) -> Message:
             try:
                 if self._acl is not None:
                     return await self._authorized(self._acl, name, request, context, handler)
@@ -210,7 +211,26 @@ class GroupCoordinatorService:
                 log.exception("rpc.failed", extra=fields(rpc=name, peer=context.peer()))
                 await context.abort(grpc.StatusCode.INTERNAL, f"{name} failed on the server; see its log")
 
-        return handle if self._metrics is None else self._metrics.instrument(name, handle)
+        return serve if self._metrics is None or not instrumented else self._metrics.instrument(name, serve)
+
+    def _batched(
+        self, name: str, batch_type: type[Message], response_type: type[Message], serve: Handler
+    ) -> Callable[[AsyncIterator[bytes], Context], AsyncIterator[Message]]:
+        """A stream of batches: the requests of one batch are served together (so the commits among them share
+        Raft entries) and answered in order, in one response, before the next batch is read."""
+
+        async def stream(batches: AsyncIterator[bytes], context: Context) -> AsyncIterator[Message]:
+            async for raw in batches:
+                batch: Any = await self._parse(name, batch_type, raw, context)
+                if len(batch.requests) > MAX_BATCH_REQUESTS:
+                    await context.abort(
+                        grpc.StatusCode.INVALID_ARGUMENT,
+                        f"{name}: {len(batch.requests)} requests in one message, at most {MAX_BATCH_REQUESTS}",
+                    )
+                answers = await asyncio.gather(*(serve(request, context) for request in batch.requests))
+                yield response_type(responses=answers)
+
+        return stream
 
     # -- authorization ------------------------------------------------------------------------------------
 
@@ -329,7 +349,7 @@ class GroupCoordinatorService:
             if creates_groups:
                 node_groups = self._cluster.groups_led
                 return await host.call(
-                    request, lambda core, token: method(core, request, token, node_groups=node_groups())
+                    request, lambda core, token: method(core, request, token, node_groups=node_groups)
                 )
             return await host.call(request, lambda core, token: method(core, request, token))
 
@@ -345,7 +365,7 @@ class GroupCoordinatorService:
         return await host.call(
             request,
             lambda core, token: core.join_group(
-                request, token, client_host=client_host, node_groups=self._cluster.groups_led()
+                request, token, client_host=client_host, node_groups=self._cluster.groups_led
             ),
         )
 

@@ -169,6 +169,18 @@ class HeartbeatResponse(_message.Message):
     error_message: str
     def __init__(self, error_code: _Optional[int] = ..., error_message: _Optional[str] = ...) -> None: ...
 
+class HeartbeatBatchRequest(_message.Message):
+    __slots__ = ("requests",)
+    REQUESTS_FIELD_NUMBER: _ClassVar[int]
+    requests: _containers.RepeatedCompositeFieldContainer[HeartbeatRequest]
+    def __init__(self, requests: _Optional[_Iterable[_Union[HeartbeatRequest, _Mapping]]] = ...) -> None: ...
+
+class HeartbeatBatchResponse(_message.Message):
+    __slots__ = ("responses",)
+    RESPONSES_FIELD_NUMBER: _ClassVar[int]
+    responses: _containers.RepeatedCompositeFieldContainer[HeartbeatResponse]
+    def __init__(self, responses: _Optional[_Iterable[_Union[HeartbeatResponse, _Mapping]]] = ...) -> None: ...
+
 class LeaveGroupRequest(_message.Message):
     __slots__ = ("group_id", "members")
     class MemberIdentity(_message.Message):
@@ -287,6 +299,18 @@ class OffsetCommitResponse(_message.Message):
     error_code: int
     error_message: str
     def __init__(self, topics: _Optional[_Iterable[_Union[OffsetCommitResponse.Topic, _Mapping]]] = ..., error_code: _Optional[int] = ..., error_message: _Optional[str] = ...) -> None: ...
+
+class OffsetCommitBatchRequest(_message.Message):
+    __slots__ = ("requests",)
+    REQUESTS_FIELD_NUMBER: _ClassVar[int]
+    requests: _containers.RepeatedCompositeFieldContainer[OffsetCommitRequest]
+    def __init__(self, requests: _Optional[_Iterable[_Union[OffsetCommitRequest, _Mapping]]] = ...) -> None: ...
+
+class OffsetCommitBatchResponse(_message.Message):
+    __slots__ = ("responses",)
+    RESPONSES_FIELD_NUMBER: _ClassVar[int]
+    responses: _containers.RepeatedCompositeFieldContainer[OffsetCommitResponse]
+    def __init__(self, responses: _Optional[_Iterable[_Union[OffsetCommitResponse, _Mapping]]] = ...) -> None: ...
 
 class OffsetFetchRequest(_message.Message):
     __slots__ = ("group_id", "topics", "require_stable")

@@ -56,8 +56,8 @@ class GroupCoordinatorStub:
                 _registered_method=True)
         self.HeartbeatStream = channel.stream_stream(
                 '/groupcoord.v1.GroupCoordinator/HeartbeatStream',
-                request_serializer=groupcoord_dot_protocol_dot_v1_dot_groupcoord__pb2.HeartbeatRequest.SerializeToString,
-                response_deserializer=groupcoord_dot_protocol_dot_v1_dot_groupcoord__pb2.HeartbeatResponse.FromString,
+                request_serializer=groupcoord_dot_protocol_dot_v1_dot_groupcoord__pb2.HeartbeatBatchRequest.SerializeToString,
+                response_deserializer=groupcoord_dot_protocol_dot_v1_dot_groupcoord__pb2.HeartbeatBatchResponse.FromString,
                 _registered_method=True)
         self.LeaveGroup = channel.unary_unary(
                 '/groupcoord.v1.GroupCoordinator/LeaveGroup',
@@ -73,6 +73,11 @@ class GroupCoordinatorStub:
                 '/groupcoord.v1.GroupCoordinator/OffsetCommit',
                 request_serializer=groupcoord_dot_protocol_dot_v1_dot_groupcoord__pb2.OffsetCommitRequest.SerializeToString,
                 response_deserializer=groupcoord_dot_protocol_dot_v1_dot_groupcoord__pb2.OffsetCommitResponse.FromString,
+                _registered_method=True)
+        self.OffsetCommitStream = channel.stream_stream(
+                '/groupcoord.v1.GroupCoordinator/OffsetCommitStream',
+                request_serializer=groupcoord_dot_protocol_dot_v1_dot_groupcoord__pb2.OffsetCommitBatchRequest.SerializeToString,
+                response_deserializer=groupcoord_dot_protocol_dot_v1_dot_groupcoord__pb2.OffsetCommitBatchResponse.FromString,
                 _registered_method=True)
         self.OffsetFetch = channel.unary_unary(
                 '/groupcoord.v1.GroupCoordinator/OffsetFetch',
@@ -135,10 +140,12 @@ class GroupCoordinatorServicer:
         raise NotImplementedError('Method not implemented!')
 
     def HeartbeatStream(self, request_iterator, context):
-        """The same heartbeats over one long-lived stream to the coordinator: each request is answered in order
-        exactly as Heartbeat would answer it, at about a third of the server's cost per heartbeat (no call set-up).
-        A member re-opens it at the new coordinator after NOT_COORDINATOR / COORDINATOR_NOT_AVAILABLE or a
-        broken stream. Requests may be for any group this node coordinates.
+        """Heartbeats in batches over one long-lived stream to the coordinator: each HeartbeatBatchRequest is answered by
+        one HeartbeatBatchResponse, its answers in request order and each exactly as Heartbeat would answer it. A
+        process sends the heartbeats of all its members coordinated by this node together, with one batch in flight at
+        a time, so a heartbeat costs no call set-up and, under load, a share of one message. A client re-opens the stream
+        at the new coordinator after NOT_COORDINATOR / COORDINATOR_NOT_AVAILABLE or a broken stream. Requests may be for
+        any group this node coordinates; at most 10,000 per batch.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -160,6 +167,14 @@ class GroupCoordinatorServicer:
 
     def OffsetCommit(self, request, context):
         """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def OffsetCommitStream(self, request_iterator, context):
+        """OffsetCommit in batches over one stream, as HeartbeatStream carries heartbeats: each request of a batch is
+        answered as OffsetCommit would answer it (so once its records are committed), in order, in one response.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -227,8 +242,8 @@ def add_GroupCoordinatorServicer_to_server(servicer, server):
             ),
             'HeartbeatStream': grpc.stream_stream_rpc_method_handler(
                     servicer.HeartbeatStream,
-                    request_deserializer=groupcoord_dot_protocol_dot_v1_dot_groupcoord__pb2.HeartbeatRequest.FromString,
-                    response_serializer=groupcoord_dot_protocol_dot_v1_dot_groupcoord__pb2.HeartbeatResponse.SerializeToString,
+                    request_deserializer=groupcoord_dot_protocol_dot_v1_dot_groupcoord__pb2.HeartbeatBatchRequest.FromString,
+                    response_serializer=groupcoord_dot_protocol_dot_v1_dot_groupcoord__pb2.HeartbeatBatchResponse.SerializeToString,
             ),
             'LeaveGroup': grpc.unary_unary_rpc_method_handler(
                     servicer.LeaveGroup,
@@ -244,6 +259,11 @@ def add_GroupCoordinatorServicer_to_server(servicer, server):
                     servicer.OffsetCommit,
                     request_deserializer=groupcoord_dot_protocol_dot_v1_dot_groupcoord__pb2.OffsetCommitRequest.FromString,
                     response_serializer=groupcoord_dot_protocol_dot_v1_dot_groupcoord__pb2.OffsetCommitResponse.SerializeToString,
+            ),
+            'OffsetCommitStream': grpc.stream_stream_rpc_method_handler(
+                    servicer.OffsetCommitStream,
+                    request_deserializer=groupcoord_dot_protocol_dot_v1_dot_groupcoord__pb2.OffsetCommitBatchRequest.FromString,
+                    response_serializer=groupcoord_dot_protocol_dot_v1_dot_groupcoord__pb2.OffsetCommitBatchResponse.SerializeToString,
             ),
             'OffsetFetch': grpc.unary_unary_rpc_method_handler(
                     servicer.OffsetFetch,
@@ -409,8 +429,8 @@ class GroupCoordinator:
             request_iterator,
             target,
             '/groupcoord.v1.GroupCoordinator/HeartbeatStream',
-            groupcoord_dot_protocol_dot_v1_dot_groupcoord__pb2.HeartbeatRequest.SerializeToString,
-            groupcoord_dot_protocol_dot_v1_dot_groupcoord__pb2.HeartbeatResponse.FromString,
+            groupcoord_dot_protocol_dot_v1_dot_groupcoord__pb2.HeartbeatBatchRequest.SerializeToString,
+            groupcoord_dot_protocol_dot_v1_dot_groupcoord__pb2.HeartbeatBatchResponse.FromString,
             options,
             channel_credentials,
             insecure,
@@ -492,6 +512,33 @@ class GroupCoordinator:
             '/groupcoord.v1.GroupCoordinator/OffsetCommit',
             groupcoord_dot_protocol_dot_v1_dot_groupcoord__pb2.OffsetCommitRequest.SerializeToString,
             groupcoord_dot_protocol_dot_v1_dot_groupcoord__pb2.OffsetCommitResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def OffsetCommitStream(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(
+            request_iterator,
+            target,
+            '/groupcoord.v1.GroupCoordinator/OffsetCommitStream',
+            groupcoord_dot_protocol_dot_v1_dot_groupcoord__pb2.OffsetCommitBatchRequest.SerializeToString,
+            groupcoord_dot_protocol_dot_v1_dot_groupcoord__pb2.OffsetCommitBatchResponse.FromString,
             options,
             channel_credentials,
             insecure,

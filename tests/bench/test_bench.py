@@ -53,8 +53,9 @@ def test_commit_latency_two_runs() -> None:
 
 
 @pytest.mark.timeout(60)
-def test_commit_throughput() -> None:
-    run = bench("commit-throughput", "--in-flight", "8", "--duration", "1", "--groups", "2")["runs"][0]
+@pytest.mark.parametrize("rpc", ["batched", "unary"])
+def test_commit_throughput(rpc: str) -> None:
+    run = bench("commit-throughput", "--in-flight", "8", "--duration", "1", "--groups", "2", "--rpc", rpc)["runs"][0]
     assert (run["in_flight"], run["groups"]) == (8, 2)
     assert run["ops"] > 0
     ordered(run["latency"], run["ops"])
@@ -90,11 +91,11 @@ def test_failover() -> None:
 
 
 @pytest.mark.timeout(60)
-@pytest.mark.parametrize("rpc", ["stream", "unary"])
+@pytest.mark.parametrize("rpc", ["batched", "unary"])
 def test_heartbeats(rpc: str) -> None:
     run = bench(
         "heartbeats", "--members", "20,40", "--members-per-group", "10", "--interval-ms", "300", "--window", "1.5",
-        "--p99-limit-ms", "100000", "--heartbeat-rpc", rpc,
+        "--p99-limit-ms", "100000", "--rpc", rpc,
     )["runs"][0]  # fmt: skip
     steps = list(run["steps"].items())
     assert [size for size, _ in steps] == ["20", "40"][: len(steps)]

@@ -178,6 +178,16 @@ def find_coordinator(groups: Pool, members: Pool, instances: Pool, most: int = B
     return st.builds(pb.FindCoordinatorRequest, group_ids=many_ids(groups, most))
 
 
+def heartbeat_batch(groups: Pool, members: Pool, instances: Pool, most: int = BULK) -> Strategy[Message]:
+    return st.builds(pb.HeartbeatBatchRequest, requests=repeated(heartbeat(groups, members, instances, most), 8))
+
+
+def offset_commit_batch(groups: Pool, members: Pool, instances: Pool, most: int = BULK) -> Strategy[Message]:
+    """A few commits per batch: one of them may be a bulk one, and every batch is sent twice."""
+    return st.builds(pb.OffsetCommitBatchRequest, requests=st.lists(offset_commit(groups, members, instances, most),
+                                                                    max_size=4))  # fmt: skip
+
+
 def describe_cluster(groups: Pool, members: Pool, instances: Pool, most: int = BULK) -> Strategy[Message]:
     return st.just(pb.DescribeClusterRequest())
 
@@ -193,10 +203,11 @@ BY_METHOD: dict[str, RequestStrategy] = {
     "JoinGroup": join_group,
     "SyncGroup": sync_group,
     "Heartbeat": heartbeat,
-    "HeartbeatStream": heartbeat,
+    "HeartbeatStream": heartbeat_batch,
     "LeaveGroup": leave_group,
     "AddMembersToGroup": add_members,
     "OffsetCommit": offset_commit,
+    "OffsetCommitStream": offset_commit_batch,
     "OffsetFetch": offset_fetch,
     "DescribeGroups": describe_groups,
     "ListGroups": list_groups,

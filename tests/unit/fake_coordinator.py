@@ -8,10 +8,11 @@ and otherwise from a sane default:
 * JoinGroup: a dynamic member with an empty id gets a fresh id; the member becomes leader of the next generation
   with itself as the only member;
 * SyncGroup: the leader's own assignment from the request (else every partition of `topics`);
-* Heartbeat (a call, or each message of a HeartbeatStream), LeaveGroup, OffsetCommit: NONE; OffsetFetch: the
-  offsets committed here.
+* Heartbeat and OffsetCommit (a call, or each request of a batch on HeartbeatStream / OffsetCommitStream),
+  LeaveGroup: NONE; OffsetFetch: the offsets committed here.
 
-Every request is recorded as `(method, request)` in `requests`, so a test asserts what the client sent.
+Every request is recorded as `(method, request)` in `requests`, so a test asserts what the client sent, and each
+batch of a stream as `(method, size)` in `batches`.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ class FakeCoordinator(pb_grpc.GroupCoordinatorServicer):
         self.node_id = node_id
         self.topics = dict(topics or {"t": 4})
         self.requests: list[tuple[str, Any]] = []
+        self.batches: list[tuple[str, int]] = []
         self.queues: dict[str, list[Scripted]] = {}
         self.always: dict[str, Scripted] = {}  # answered every time while set (after the queue)
         self.coordinator: FakeCoordinator | None = None  # None: itself
@@ -171,10 +173,19 @@ class FakeCoordinator(pb_grpc.GroupCoordinatorServicer):
     async def Heartbeat(self, request: Any, context: Any) -> Any:
         return await self._answer("Heartbeat", request, context, lambda req: pb.HeartbeatResponse())
 
-    async def HeartbeatStream(self, requests: AsyncIterator[Any], context: Any) -> AsyncIterator[Any]:
-        """Each heartbeat on the stream is answered (and scripted, and recorded) as a Heartbeat call."""
-        async for request in requests:
-            yield await self.Heartbeat(request, context)
+    async def HeartbeatStream(self, batches: AsyncIterator[Any], context: Any) -> AsyncIterator[Any]:
+        """Each heartbeat of each batch is answered (and scripted, and recorded) as a Heartbeat call."""
+        async for batch in batches:
+            self.batches.append(("Heartbeat", len(batch.requests)))
+            answers = [await self.Heartbeat(request, context) for request in batch.requests]
+            yield pb.HeartbeatBatchResponse(responses=answers)
+
+    async def OffsetCommitStream(self, batches: AsyncIterator[Any], context: Any) -> AsyncIterator[Any]:
+        """Each commit of each batch is answered (and scripted, and recorded) as an OffsetCommit call."""
+        async for batch in batches:
+            self.batches.append(("OffsetCommit", len(batch.requests)))
+            answers = [await self.OffsetCommit(request, context) for request in batch.requests]
+            yield pb.OffsetCommitBatchResponse(responses=answers)
 
     async def LeaveGroup(self, request: Any, context: Any) -> Any:
         def default(req: Any) -> Any:

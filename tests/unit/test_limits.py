@@ -165,20 +165,22 @@ def test_a_deleted_group_frees_its_slot():
 
 def test_node_limit_counts_what_the_node_reports():
     h = Harness(max_groups_per_node=10)
-    eff = h.absorb(h.core.join_group(h.join_req(group_id="new"), token="t-node", node_groups=10))
+    eff = h.absorb(h.core.join_group(h.join_req(group_id="new"), token="t-node", node_groups=lambda: 10))
     assert code(eff.response) == Errors.POLICY_VIOLATION
     assert eff.response.error_message == "the partitions this node leads hold max_groups_per_node = 10 groups"
-    eff = h.absorb(h.core.offset_commit(commit_req("new", 1), token="t-commit", node_groups=10))
+    eff = h.absorb(h.core.offset_commit(commit_req("new", 1), token="t-commit", node_groups=lambda: 10))
     assert code(eff.response) == Errors.POLICY_VIOLATION
     eff = h.absorb(
-        h.core.add_members(pb.AddMembersToGroupRequest(group_id="new", group_instance_ids=["i"]), node_groups=10)
+        h.core.add_members(
+            pb.AddMembersToGroupRequest(group_id="new", group_instance_ids=["i"]), node_groups=lambda: 10
+        )
     )
     assert code(eff.response) == Errors.POLICY_VIOLATION
     assert not h.has_group("new")
-    eff = h.absorb(h.core.join_group(h.join_req(group_id="new"), token="t-room", node_groups=9))
+    eff = h.absorb(h.core.join_group(h.join_req(group_id="new"), token="t-room", node_groups=lambda: 9))
     assert code(eff.response) == Errors.MEMBER_ID_REQUIRED
     # The group exists now: a full node does not refuse it.
-    eff = h.absorb(h.core.join_group(h.join_req(group_id="new"), token="t-full", node_groups=50))
+    eff = h.absorb(h.core.join_group(h.join_req(group_id="new"), token="t-full", node_groups=lambda: 50))
     assert code(eff.response) == Errors.MEMBER_ID_REQUIRED
 
 
