@@ -69,6 +69,8 @@ async def main(config: dict[str, Any]) -> None:
             await _form(router, group_id, config, stop, members, tasks)
 
     await asyncio.gather(*(form(g) for g in config["groups"]))
+    # Thousands of members are long-lived objects: out of the collector's way, its full collections do not pause
+    # this client's heartbeats (the bench measures the nodes, docs/PERFORMANCE.md).
     gc.freeze()
     _say({"ready": True, "groups": len(config["groups"]), "members": len(members),
           "form_s": round(time.perf_counter() - started, 3)})  # fmt: skip
