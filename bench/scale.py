@@ -31,6 +31,8 @@ READY_TIMEOUT_S = 600.0
 SCALE_SESSION_TIMEOUT_MS = 1_800_000
 DESCRIBE_BATCH = 100
 IDLE_SAMPLE_S = 3.0
+SETTLE_POLL_S = 0.5
+SETTLE_TIMEOUT_S = 60.0
 # A worker's answer is one JSON line with every latency it measured (~20 bytes each): well above asyncio's 64 KiB.
 WORKER_LINE_LIMIT = 256 * 1024 * 1024
 
@@ -106,6 +108,28 @@ def _nodes_cpu(cluster: BenchCluster) -> float:
     return sum(cluster.cpu_s().values())
 
 
+async def _leaders(admin: Admin) -> dict[int, tuple[int, int]]:
+    """Each partition's (leader node, term)."""
+    described = await admin.describe_cluster()
+    return {p.partition_id: (p.leader_node_id, p.term) for p in described.partitions}
+
+
+async def _settle(admin: Admin, at_least_s: float, quiet_s: float, timeout_s: float = SETTLE_TIMEOUT_S) -> float:
+    """Seconds waited: at least `at_least_s`, and until no partition has changed leader or term for `quiet_s`
+    (forming thousands of members can cost elections, and the leader balancer moves leaders back after them),
+    but at most `timeout_s`: the window then measures a steady cluster, and counts what changes during it."""
+    start = time.perf_counter()
+    leaders, quiet_since = await _leaders(admin), start
+    while True:
+        now = time.perf_counter()
+        if (now - start >= at_least_s and now - quiet_since >= quiet_s) or now - start >= timeout_s:
+            return round(now - start, 1)
+        await asyncio.sleep(SETTLE_POLL_S)
+        current = await _leaders(admin)
+        if current != leaders:
+            leaders, quiet_since = current, time.perf_counter()
+
+
 async def _heartbeat_step(
     cluster: BenchCluster, args: argparse.Namespace, wanted: int, idle_cpu: float
 ) -> dict[str, Any]:
@@ -118,12 +142,17 @@ async def _heartbeat_step(
     tag = uuid.uuid4().hex[:6]
     workers = Workers(cluster, [f"hb-{tag}-{g}" for g in range(groups)], clients, per_group, args.interval_ms,
                       max(30_000, 3 * args.interval_ms), args.rpc)  # fmt: skip
+    interval_s = args.interval_ms / 1000
     try:
         ready = await workers.start()
-        nodes_before, start = _nodes_cpu(cluster), time.perf_counter()
-        results = await workers.ask(f"go {args.window}")
-        elapsed = time.perf_counter() - start
-        nodes_cpu = _nodes_cpu(cluster) - nodes_before
+        async with Admin(list(cluster.addresses.values()), security=cluster.security) as admin:
+            settle_s = await _settle(admin, interval_s if args.warmup is None else args.warmup, interval_s)
+            leaders_before = await _leaders(admin)
+            nodes_before, start = _nodes_cpu(cluster), time.perf_counter()
+            results = await workers.ask(f"go {args.window}")
+            elapsed = time.perf_counter() - start
+            nodes_cpu = _nodes_cpu(cluster) - nodes_before
+            leaders_after = await _leaders(admin)
         busy_cpu = max(nodes_cpu - idle_cpu * elapsed, 0.0)
     finally:
         await workers.close(leave_groups=True)
@@ -139,6 +168,8 @@ async def _heartbeat_step(
         "groups": groups,
         "clients": clients,
         "form_s": max(r["form_s"] for r in ready),
+        "settle_s": settle_s,
+        "leader_changes": sum(leaders_after.get(k) != v for k, v in leaders_before.items()),
         "heartbeats": count,
         "heartbeats_per_s": round(count / elapsed, 1),
         "latency": stats,

@@ -16,9 +16,11 @@ these. Protocol with the parent, one JSON or text line each way:
 from __future__ import annotations
 
 import asyncio
+import functools
 import gc
 import json
 import os
+import random
 import sys
 import time
 from typing import Any
@@ -33,22 +35,49 @@ TOKEN_ENV = "GROUPCOORD_TOKEN"
 FORM_TIMEOUT_S = 300.0
 
 
+class Cadence:
+    """One group's heartbeat sleeps: FORM_INTERVAL_S while it forms; once it is Stable, each member's next sleep is
+    the group's own random phase within the steady interval, then the steady interval. The bench forms many groups
+    at once, and without the phase their heartbeats would stay in step (bursts of a thousand in one client); groups
+    of independent workers are not. The members of one group stay in step with each other, as after a SyncGroup."""
+
+    def __init__(self) -> None:
+        self.steady_s: float | None = None
+        self.phase_s = 0.0
+        self._shifted: set[str] = set()
+
+    def settle(self, steady_s: float) -> None:
+        self.phase_s = random.uniform(0.0, steady_s)
+        self.steady_s = steady_s
+
+    def next_sleep(self, member: Member) -> float:
+        if self.steady_s is None:
+            return FORM_INTERVAL_S
+        if member.group_instance_id in self._shifted:
+            return self.steady_s
+        self._shifted.add(member.group_instance_id)
+        return self.phase_s
+
+
 async def _form(router: Router, group_id: str, config: dict[str, Any], stop: asyncio.Event,
                 members: list[Member], tasks: list[asyncio.Task[None]]) -> None:  # fmt: skip
     """Starts one static group and waits until it is Stable; then its members heartbeat at the steady interval
     (or stop, for interval 0)."""
-    interval = [FORM_INTERVAL_S]
+    cadence = Cadence()
     group_stop = stop if config["interval_ms"] else asyncio.Event()
     mine = [
         Member(group_id, f"{group_id}-i{i}", session_timeout_ms=config["session_timeout_ms"])
         for i in range(config["members_per_group"])
     ]
     metadata = subscription(2 * len(mine))
-    tasks.extend(asyncio.create_task(run_member(router, m, metadata, lambda: interval[0], group_stop)) for m in mine)
+    tasks.extend(
+        asyncio.create_task(run_member(router, m, metadata, functools.partial(cadence.next_sleep, m), group_stop))
+        for m in mine
+    )
     await wait_stable(mine, FORM_TIMEOUT_S)
     members.extend(mine)
     if config["interval_ms"]:
-        interval[0] = config["interval_ms"] / 1000
+        cadence.settle(config["interval_ms"] / 1000)
     else:
         group_stop.set()
 

@@ -20,8 +20,7 @@ from typing import Any, Protocol
 import grpc
 from google.protobuf.message import Message
 
-# Requests per message, at most (the node refuses more: node/service.py MAX_BATCH_REQUESTS).
-MAX_BATCH = 10_000
+from groupcoord.protocol.limits import MAX_BATCH_REQUESTS
 
 
 class StreamBroken(Exception):
@@ -77,8 +76,8 @@ class BatchStream:
         """Sends the lane's pending calls, a batch at a time, until none is left."""
         try:
             while lane.pending:
-                batch = lane.inflight = [p for p in lane.pending[:MAX_BATCH] if not p.future.done()]
-                del lane.pending[:MAX_BATCH]
+                batch = lane.inflight = [p for p in lane.pending[:MAX_BATCH_REQUESTS] if not p.future.done()]
+                del lane.pending[:MAX_BATCH_REQUESTS]
                 if not batch:
                     continue
                 try:

@@ -78,6 +78,9 @@ def _add_options(name: str, p: argparse.ArgumentParser) -> None:
         p.add_argument("--interval-ms", type=_positive, default=3000, help="heartbeat interval (default: %(default)s)")
         p.add_argument("--window", type=float, default=15.0, metavar="S", help="measured seconds per step "
                        "(default: %(default)s)")  # fmt: skip
+        p.add_argument("--warmup", type=float, metavar="S", help="seconds the members heartbeat unmeasured once "
+                       "their groups are formed, at least; then until no partition has changed leader for one "
+                       "interval, at most 60 s (default: one interval)")  # fmt: skip
         p.add_argument("--p99-limit-ms", type=float, default=50.0, help="(default: %(default)s)")
         p.add_argument("--clients", type=int, default=0, metavar="N", help="client processes (default: one per "
                        "3,000 heartbeats/s)")  # fmt: skip

@@ -35,6 +35,7 @@ from groupcoord.node.partitions import PartitionHost, Role
 from groupcoord.node.responses import error_response
 from groupcoord.node.topology import partition_for
 from groupcoord.protocol.errors import Errors
+from groupcoord.protocol.limits import MAX_BATCH_REQUESTS
 from groupcoord.protocol.v1 import groupcoord_pb2 as pb
 
 log = logging.getLogger(__name__)
@@ -57,10 +58,6 @@ def peer_host(peer: str) -> str:
 
 def _raw(data: bytes) -> bytes:
     return data
-
-
-# Requests in one message of a batch stream (HeartbeatStream, OffsetCommitStream), at most.
-MAX_BATCH_REQUESTS = 10_000
 
 
 # The RPCs about one group (`group_id`), checked by auth.group_need; the batch ones by group, in `_authorized`.

@@ -10,7 +10,9 @@ import sys
 
 import pytest
 
+from groupcoord.bench.members import Member
 from groupcoord.bench.stats import median_of, percentile, summary
+from groupcoord.bench.worker import FORM_INTERVAL_S, Cadence
 
 
 def bench(*argv: str, timeout: float = 60) -> dict:
@@ -102,6 +104,8 @@ def test_heartbeats(rpc: str) -> None:
     for position, (size, step) in enumerate(steps):
         assert step["members"] == int(size) and step["groups"] == int(size) // 10
         ordered(step["latency"], step["heartbeats"])
+        # The window starts after at least one interval of unmeasured heartbeats, once leaders are steady.
+        assert 0.3 <= step["settle_s"] <= 60 and 0 <= step["leader_changes"] <= 16
         # Held means p99 under the (here unreachable) limit and no errors; the first step not held is the last.
         assert step["held"] == (step["heartbeats"] > 0 and not step["errors"])
         assert step["held"] or position == len(steps) - 1
@@ -129,3 +133,20 @@ def test_bootstrap_refused_for_a_scenario_that_kills() -> None:
         timeout=30,
     )
     assert out.returncode == 2 and "needs a cluster of its own" in out.stderr
+
+
+def test_cadence_spreads_groups_and_keeps_a_group_in_step() -> None:
+    """The bench's heartbeat timing: fast while a group forms, then one random phase per group, then the interval."""
+    groups = [Cadence() for _ in range(50)]
+    members = [[Member(f"g{g}", f"g{g}-i{i}") for i in range(3)] for g in range(50)]
+    assert all(c.next_sleep(m) == FORM_INTERVAL_S for c, ms in zip(groups, members, strict=True) for m in ms)
+    for cadence in groups:
+        cadence.settle(3.0)
+    phases = []
+    for cadence, ms in zip(groups, members, strict=True):
+        firsts = {cadence.next_sleep(m) for m in ms}
+        assert len(firsts) == 1, "the members of one group share the group's phase"
+        phases.append(firsts.pop())
+        assert all(cadence.next_sleep(m) == 3.0 for m in ms), "then the steady interval"
+    assert all(0.0 <= p < 3.0 for p in phases)
+    assert len(set(phases)) == 50 and max(phases) - min(phases) > 1.5, "groups are not in step with each other"

@@ -10,8 +10,8 @@ import pytest
 
 from groupcoord.client.discovery import Connections
 from groupcoord.client.member import GroupMember
-from groupcoord.node.service import MAX_BATCH_REQUESTS
 from groupcoord.protocol.errors import Errors
+from groupcoord.protocol.limits import MAX_BATCH_REQUESTS
 from groupcoord.protocol.v1 import groupcoord_pb2 as pb
 from tests.e2e.support import join_dynamic, sync_all
 
