@@ -164,6 +164,15 @@ SETTINGS: tuple[Setting, ...] = (
         maximum=1000,
     ),
     Setting(
+        "raft_election_timeout_ms",
+        200,
+        "A follower that hears nothing from its partition's leader for a random time between this and three "
+        "times this stands for election: it bounds how soon a dead leader is replaced. At least twice the "
+        "leader's heartbeat period (the tick period, or the batch period when batching).",
+        minimum=10,
+        maximum=10_000,
+    ),
+    Setting(
         "tls_cert_file",
         "",
         "PEM certificate (chain) of the client gRPC port; with `tls_key_file` the port serves TLS only. Empty: "
@@ -310,6 +319,7 @@ class NodeSettings:
     event_loop: str
     raft_batch_period_ms: int
     raft_tick_period_ms: int
+    raft_election_timeout_ms: int
     group: GroupConfig
     tls_cert_file: str = ""
     tls_key_file: str = ""
@@ -403,10 +413,24 @@ def _build(values: dict[str, int | str]) -> NodeSettings:
         event_loop=str(values["event_loop"]),
         raft_batch_period_ms=int(values["raft_batch_period_ms"]),
         raft_tick_period_ms=int(values["raft_tick_period_ms"]),
+        raft_election_timeout_ms=_election_timeout(values),
         group=group,
         **_tls(values),
         **_acl(values),
     )
+
+
+def _election_timeout(values: dict[str, int | str]) -> int:
+    """Checked against the leader's heartbeat period: closer than two of them, followers would stand for election
+    between heartbeats."""
+    election = int(values["raft_election_timeout_ms"])
+    heartbeat = int(values["raft_batch_period_ms"]) or int(values["raft_tick_period_ms"])
+    if election < 2 * heartbeat:
+        raise ConfigError(
+            f"raft_election_timeout_ms ({election}) must be at least twice the leader's heartbeat period "
+            f"({heartbeat} ms: raft_batch_period_ms when batching, else raft_tick_period_ms)"
+        )
+    return election
 
 
 def _acl(values: dict[str, int | str]) -> dict[str, Acl | str | None]:

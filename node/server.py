@@ -174,8 +174,13 @@ def _on_signal(stop: asyncio.Event, sig: signal.Signals) -> None:
 
 
 def raft_settings(settings: NodeSettings) -> RaftSettings:
-    """The default RaftSettings unless the node settings ask for batching or another tick period."""
-    tick = RaftSettings(tick_period_s=settings.raft_tick_period_ms / 1000)
+    """The default RaftSettings unless the node settings ask for batching, another tick period or election timeout."""
+    election_ms = settings.raft_election_timeout_ms
+    tick = RaftSettings(
+        tick_period_s=settings.raft_tick_period_ms / 1000,
+        election_min_s=election_ms / 1000,
+        election_max_s=3 * election_ms / 1000,
+    )
     if not settings.raft_batch_period_ms:
         return tick
     return dataclasses.replace(

@@ -100,6 +100,28 @@ async def test_a_silent_node_gives_stream_broken_at_the_deadline_and_the_stream_
     assert answer.error_code == Errors.NONE
 
 
+async def test_each_call_fails_at_its_own_deadline_not_its_batch_mates(fake, connections):
+    async def hang(request: Any, context: Any) -> Any:
+        await asyncio.sleep(30)
+
+    fake.queues["Heartbeat"] = [hang]
+    address = f"127.0.0.1:{fake.port}"
+    loop = asyncio.get_running_loop()
+
+    async def timed(member: str, timeout_s: float) -> float:
+        started = loop.time()
+        with pytest.raises(StreamBroken, match=f"in {timeout_s:.1f} s"):
+            await connections.heartbeats.call(address, _beat(member), timeout_s)
+        return loop.time() - started
+
+    # One batch of three timeouts: each caller gets its own StreamBroken at its own deadline (the message names
+    # it), not the batch's longest.
+    short, long, behind = await asyncio.gather(timed("a", 0.3), timed("b", 1.5), timed("c", 0.6))
+    assert 0.25 <= short < 0.9 and 0.55 <= behind < 1.2 and 1.45 <= long < 3
+    answer = await connections.heartbeats.call(address, _beat("d"), 5)
+    assert answer.error_code == Errors.NONE
+
+
 async def test_close_fails_the_waiting_calls_and_ends_the_streams(fake, connections):
     release = asyncio.Event()
 

@@ -1,0 +1,47 @@
+"""The node's Raft timing settings: what they turn into, and the combinations refused before a node starts."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+from groupcoord.node import config as node_config
+from groupcoord.node.server import raft_settings
+from groupcoord.raft.partition import RaftSettings
+
+
+def settings(*flags: str, environ: dict[str, str] | None = None) -> node_config.NodeSettings:
+    parser = argparse.ArgumentParser()
+    node_config.add_arguments(parser)
+    return node_config.load(parser.parse_args(list(flags)), environ or {})
+
+
+def test_defaults_are_the_tuned_raft_settings():
+    assert raft_settings(settings()) == RaftSettings()
+
+
+def test_election_timeout_and_tick_period_set_the_range_and_the_tick():
+    raft = raft_settings(settings("--raft-election-timeout-ms=400", "--raft-tick-period-ms=100"))
+    assert (raft.election_min_s, raft.election_max_s, raft.tick_period_s) == (0.4, 1.2, 0.1)
+    assert not raft.append_entries_use_batch
+    from_env = raft_settings(settings(environ={"GROUPCOORD_RAFT_ELECTION_TIMEOUT_MS": "300"}))
+    assert (from_env.election_min_s, from_env.election_max_s) == (0.3, 0.9)
+
+
+@pytest.mark.parametrize(
+    ("flags", "period"),
+    [
+        (["--raft-tick-period-ms=150"], "150 ms"),
+        (["--raft-election-timeout-ms=50", "--raft-tick-period-ms=30"], "30 ms"),
+        (["--raft-batch-period-ms=120", "--raft-tick-period-ms=10"], "120 ms"),
+    ],
+)
+def test_an_election_timeout_under_two_heartbeat_periods_is_refused(flags: list[str], period: str):
+    with pytest.raises(node_config.ConfigError, match=f"at least twice the leader's heartbeat period \\({period}"):
+        settings(*flags)
+
+
+def test_batching_uses_its_period_for_the_heartbeat_check():
+    raft = raft_settings(settings("--raft-batch-period-ms=100", "--raft-election-timeout-ms=200"))
+    assert raft.append_entries_use_batch and raft.append_entries_period_s == 0.1
