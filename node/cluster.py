@@ -194,12 +194,11 @@ class NodeCluster:
         given: dict[int, int] = {}  # partition -> the term in which this node handed it over
         handed = 0
         while True:
-            led = [h for h in self.hosts if h.replica.is_leader()]
-            to_give = [h for h in led if h.replica.term() <= given.get(h.partition_id, h.replica.term())]
+            led = [(h, h.replica.term()) for h in self.hosts if h.replica.is_leader()]
+            to_give = [(h, term) for h, term in led if term <= given.get(h.partition_id, term)]
             if not to_give or len(self.peers) < 2 or time.monotonic() >= deadline:
-                return HandOver([h.partition_id for h in led], handed)
-            for host in to_give:
-                term = host.replica.term()
+                return HandOver([h.partition_id for h, _ in led], handed)
+            for host, term in to_give:
                 if given.get(host.partition_id) != term:  # not a retry of a transfer that has not happened yet
                     handed += 1
                 given[host.partition_id] = term
