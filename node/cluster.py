@@ -16,7 +16,6 @@ import socket
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -57,12 +56,6 @@ def _free_ports(host: str, count: int) -> int:
             continue
         return base
     raise StartupError(f"no {count} consecutive free ports on {host}")
-
-
-@dataclass(frozen=True, slots=True)
-class HandOver:
-    still_led: list[int]  # partitions this node still leads
-    handed: int  # hand-overs it started (retries of one that has not happened yet not counted)
 
 
 class NodeCluster:
@@ -182,26 +175,16 @@ class NodeCluster:
 
     # -- shutdown -------------------------------------------------------------------------------------
 
-    async def hand_over(self, timeout_s: float) -> HandOver:
+    async def hand_over(self, timeout_s: float) -> list[int]:
         """Moves the leadership of every partition this node leads to its most caught-up connected follower
         (Raft's TimeoutNow), so that a planned stop costs clients a redirect instead of an election timeout.
-        Best effort within `timeout_s`.
-
-        A partition that comes back in a later term than the one it was handed over in was handed back by a peer
-        that is stopping too (a whole cluster stopped at once): it is kept, or the nodes would bounce it between
-        them until their deadlines."""
+        Best effort within `timeout_s`; returns the partitions still led here."""
         deadline = time.monotonic() + timeout_s
-        given: dict[int, int] = {}  # partition -> the term in which this node handed it over
-        handed = 0
         while True:
-            led = [(h, h.replica.term()) for h in self.hosts if h.replica.is_leader()]
-            to_give = [(h, term) for h, term in led if term <= given.get(h.partition_id, term)]
-            if not to_give or len(self.peers) < 2 or time.monotonic() >= deadline:
-                return HandOver([h.partition_id for h, _ in led], handed)
-            for host, term in to_give:
-                if given.get(host.partition_id) != term:  # not a retry of a transfer that has not happened yet
-                    handed += 1
-                given[host.partition_id] = term
+            led = [h for h in self.hosts if h.replica.is_leader()]
+            if not led or len(self.peers) < 2 or time.monotonic() >= deadline:
+                return [h.partition_id for h in led]
+            for host in led:
                 host.replica.transferLeadership()
             await asyncio.sleep(HAND_OVER_RETRY_S)
 

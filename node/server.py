@@ -130,9 +130,8 @@ class Node:
         log.info("node.stopping", extra=fields(grace_ms=grace_ms))
         await self._health.enter_graceful_shutdown()
         started = time.monotonic()
-        handed = await self._cluster.hand_over(min(HAND_OVER_MAX_S, grace_ms / 1000))
-        seconds = round(time.monotonic() - started, 3)
-        log.info("node.handed_over", extra=fields(still_led=handed.still_led, handed=handed.handed, seconds=seconds))
+        kept = await self._cluster.hand_over(min(HAND_OVER_MAX_S, grace_ms / 1000))
+        log.info("node.handed_over", extra=fields(still_led=kept, seconds=round(time.monotonic() - started, 3)))
         # Parked JoinGroup/SyncGroup calls would otherwise hold the whole grace period; their clients rediscover.
         self._cluster.close()
         await self._server.stop(grace_ms / 1000)
