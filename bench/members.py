@@ -243,25 +243,33 @@ async def run_member(
     looked at after each sleep (to end at once, cancel the task); after a failed heartbeat the next one follows at
     once. A plain sleep, not a wait on `stop`: that would cost each heartbeat a task of its own in this client.
 
-    The interval runs from the previous heartbeat's send, as Kafka's consumers time theirs: timed from the answer,
-    every slow answer would push that member's later heartbeats back, and the heartbeats of thousands of members
-    in one client drifted into bunches (twice the mean rate every third second at 3 s intervals)."""
+    Each member keeps its own schedule, one interval after the previous heartbeat was due, as a worker process of
+    its own would. Timed from the answer, every slow answer pushed that member's later heartbeats back, and the
+    heartbeats of thousands of members in one client drifted into bunches (twice the mean rate every third
+    second). Timed from the actual send, one stall of this client (which hosts thousands of members, unlike a
+    worker) sent every member due during it at once, and they stayed in step for good: up to 42 groups in one
+    10 ms slot at 20,000 members. A member late by more than an interval starts its schedule again from now."""
     await join(router, m, metadata)
     code: int | None = Errors.NONE
-    sent = time.perf_counter()
+    due = time.perf_counter()
     while not stop.is_set():
         if code == Errors.NONE:
-            await asyncio.sleep(max(sent + interval_s() - time.perf_counter(), 0.0))
+            step = interval_s()
+            due += step
+            await asyncio.sleep(max(due - time.perf_counter(), 0.0))
             if stop.is_set():
                 return
-        sent = time.perf_counter()
+            if time.perf_counter() - due > step:
+                due = time.perf_counter()
+        else:
+            due = time.perf_counter()
         code = await heartbeat(router, m)
         if code in REJOIN:
             if code == Errors.UNKNOWN_MEMBER_ID:
                 m.member_id = ""
             await join(router, m, metadata)
             code = Errors.NONE
-            sent = time.perf_counter()
+            due = time.perf_counter()
 
 
 def stable(members: list[Member], above_generation: int = 0) -> bool:

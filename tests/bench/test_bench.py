@@ -3,6 +3,7 @@ complete and consistent. Timings are never asserted (docs/PERFORMANCE.md records
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 import subprocess
@@ -10,9 +11,11 @@ import sys
 
 import pytest
 
+from groupcoord.bench import members
 from groupcoord.bench.members import Member
 from groupcoord.bench.stats import median_of, percentile, summary
 from groupcoord.bench.worker import FORM_INTERVAL_S, Cadence
+from groupcoord.protocol.errors import Errors
 
 
 def bench(*argv: str, timeout: float = 60) -> dict:
@@ -150,3 +153,31 @@ def test_cadence_spreads_groups_and_keeps_a_group_in_step() -> None:
         assert all(cadence.next_sleep(m) == 3.0 for m in ms), "then the steady interval"
     assert all(0.0 <= p < 3.0 for p in phases)
     assert len(set(phases)) == 50 and max(phases) - min(phases) > 1.5, "groups are not in step with each other"
+
+
+def test_a_member_keeps_its_schedule_after_a_late_wake_up(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A stalled client sends late, then back on the member's own schedule: a stall does not put the members due
+    during it in step for good. Late by more than an interval, the schedule starts again from then."""
+    clock = [0.0]
+    sends: list[float] = []
+    late = {2: 0.3, 5: 2.5}  # the wake-up before the 3rd and the 6th heartbeat, as a stalled event loop gives it
+    stop = asyncio.Event()
+
+    async def sleep(seconds: float) -> None:
+        clock[0] += seconds + late.pop(len(sends), 0.0)
+
+    async def heartbeat(router: object, m: Member) -> int:
+        sends.append(round(clock[0], 6))
+        if len(sends) == 8:
+            stop.set()
+        return Errors.NONE
+
+    async def join(router: object, m: Member, metadata: bytes) -> None:
+        return None
+
+    monkeypatch.setattr(members.time, "perf_counter", lambda: clock[0])
+    monkeypatch.setattr(members.asyncio, "sleep", sleep)
+    monkeypatch.setattr(members, "heartbeat", heartbeat)
+    monkeypatch.setattr(members, "join", join)
+    asyncio.run(members.run_member(None, Member("g", "g-i0"), b"", lambda: 1.0, stop))  # type: ignore[arg-type]
+    assert sends == [1.0, 2.0, 3.3, 4.0, 5.0, 8.5, 9.5, 10.5]
