@@ -63,6 +63,7 @@ def test_commit_throughput(rpc: str) -> None:
     run = bench("commit-throughput", "--in-flight", "8", "--duration", "1", "--groups", "2", "--rpc", rpc)["runs"][0]
     assert (run["in_flight"], run["groups"]) == (8, 2)
     assert run["ops"] > 0
+    assert sum(run["groups_per_leader"]) == sum(run["groups_per_partition"]) == 2
     ordered(run["latency"], run["ops"])
 
 
