@@ -259,8 +259,9 @@ async def run_member(
             await asyncio.sleep(max(due - time.perf_counter(), 0.0))
             if stop.is_set():
                 return
-            if time.perf_counter() - due > step:
-                due = time.perf_counter()
+            now = time.perf_counter()
+            if now - due > step:
+                due = now
         else:
             due = time.perf_counter()
         code = await heartbeat(router, m)

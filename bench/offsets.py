@@ -12,7 +12,6 @@ from typing import Any
 from groupcoord.bench.cluster import BenchCluster, CpuMeter
 from groupcoord.bench.members import REDISCOVER, RETRY_S, BenchError, Member, Router, join, leave, subscription
 from groupcoord.bench.stats import summary
-from groupcoord.client.admin import Admin
 from groupcoord.node.topology import partition_for
 from groupcoord.protocol.errors import Errors
 from groupcoord.protocol.v1 import groupcoord_pb2 as pb
@@ -105,7 +104,7 @@ async def commit_throughput(
         elapsed = time.perf_counter() - start
         used = cpu.result()
         done = [x for per in latencies for x in per]
-        placement = await _placement(cluster, router, members)
+        placement = _placement(cluster, members)
         await asyncio.gather(*(leave(router, [m]) for m in members))
         return {
             "in_flight": in_flight,
@@ -121,14 +120,14 @@ async def commit_throughput(
         await router.close()
 
 
-async def _placement(cluster: BenchCluster, router: Router, members: list[Member]) -> dict[str, Any]:
+def _placement(cluster: BenchCluster, members: list[Member]) -> dict[str, Any]:
     """Where the groups landed, largest first. Their names are random, so each run spreads them differently over
     the partitions and their leaders, and only the calls of one partition share its Raft entries."""
-    per_leader = Counter([await router.coordinator(m.group_id) for m in members])
-    placement: dict[str, Any] = {"groups_per_leader": sorted(per_leader.values(), reverse=True)}
-    async with Admin(list(cluster.addresses.values()), security=cluster.security) as admin:
-        partitions = len((await admin.describe_cluster()).partitions)
-    if partitions:  # an ACL shows the partitions to admins only
-        per_partition = Counter(partition_for(m.group_id, partitions) for m in members)
-        placement["groups_per_partition"] = sorted(per_partition.values(), reverse=True)
-    return placement
+    leaders = cluster.leaders() or {}
+    if not leaders:  # an ACL shows the partitions to admins only
+        return {}
+    partitions = [partition_for(m.group_id, len(leaders)) for m in members]
+    return {
+        "groups_per_partition": sorted(Counter(partitions).values(), reverse=True),
+        "groups_per_leader": sorted(Counter(leaders[p] for p in partitions).values(), reverse=True),
+    }
