@@ -4,6 +4,7 @@ majority; sent as the SDK sends them (over one OffsetCommitStream per node, in b
 from __future__ import annotations
 
 import asyncio
+import itertools
 import time
 import uuid
 from collections import Counter
@@ -51,19 +52,41 @@ async def _commit_once(router: Router, m: Member, partition: int, offset: int) -
     raise BenchError(f"OffsetCommit {m.group_id}: no coordinator after {RETRIES} tries")
 
 
-async def _members(router: Router, groups: int) -> list[Member]:
+async def _members(router: Router, names: list[str]) -> list[Member]:
     """One Stable single-member group each; the members do not heartbeat (5-minute sessions outlast the run)."""
-    members = [Member(f"commit-{uuid.uuid4().hex[:8]}-{g}", session_timeout_ms=300_000) for g in range(groups)]
+    members = [Member(name, session_timeout_ms=300_000) for name in names]
     metadata = subscription(1)
     await asyncio.gather(*(join(router, m, metadata) for m in members))
     return members
+
+
+def spread_names(groups: int, leaders: dict[int, int] | None, prefix: str) -> list[str]:
+    """Group names that put each group on its own partition (while there are partitions left), with the
+    partitions' leaders as evenly loaded as can be: the same placement in every run, so that runs compare.
+    Without the partitions (an ACL shows them to admins only) the names are `prefix-g` and land where they land."""
+    if not leaders:
+        return [f"{prefix}-{g}" for g in range(groups)]
+    per_partition: Counter[int] = Counter()
+    per_leader: Counter[int] = Counter()
+    names = []
+    for g in range(groups):
+        target = min(leaders, key=lambda p: (per_partition[p], per_leader[leaders[p]], p))
+        name = next(
+            name
+            for name in (f"{prefix}-{g}-{i}" for i in itertools.count())
+            if partition_for(name, len(leaders)) == target
+        )
+        per_partition[target] += 1
+        per_leader[leaders[target]] += 1
+        names.append(name)
+    return names
 
 
 async def commit_latency(cluster: BenchCluster, ops: int, batched: bool = True) -> dict[str, Any]:
     """One client, sequential OffsetCommit of one partition."""
     router = cluster.router(batched)
     try:
-        (m,) = await _members(router, 1)
+        (m,) = await _members(router, [f"commit-{uuid.uuid4().hex[:8]}"])
         for offset in range(20):  # warm-up: connections, the coordinator's first batches
             await _commit_once(router, m, 0, offset)
         cpu, start = CpuMeter(cluster), time.perf_counter()
@@ -85,10 +108,10 @@ async def commit_throughput(
     cluster: BenchCluster, in_flight: int, duration_s: float, groups: int, batched: bool = True
 ) -> dict[str, Any]:
     """`in_flight` commit loops spread over `groups` single-member groups (so over the partitions and their
-    leaders), each committing its own partition, for `duration_s`."""
+    leaders, as `spread_names` places them), each committing its own partition, for `duration_s`."""
     router = cluster.router(batched)
     try:
-        members = await _members(router, groups)
+        members = await _members(router, spread_names(groups, cluster.leaders(), f"commit-{uuid.uuid4().hex[:8]}"))
         latencies: list[list[float]] = [[] for _ in range(in_flight)]
 
         async def loop(worker: int, until: float) -> None:
@@ -121,8 +144,8 @@ async def commit_throughput(
 
 
 def _placement(cluster: BenchCluster, members: list[Member]) -> dict[str, Any]:
-    """Where the groups landed, largest first. Their names are random, so each run spreads them differently over
-    the partitions and their leaders, and only the calls of one partition share its Raft entries."""
+    """Where the groups landed, largest first, as the leaders are at the end of the run: only the calls of one
+    partition share its Raft entries."""
     leaders = cluster.leaders() or {}
     if not leaders:  # an ACL shows the partitions to admins only
         return {}

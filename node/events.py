@@ -25,6 +25,9 @@ log = logging.getLogger(__name__)
 
 EVENTS_DIR = "events"
 SUFFIX = ".jsonl"
+# One encoder for every line: `json.dumps` with its own separators builds a new one per call. Events are plain
+# data, so the circular-reference check is skipped too.
+_encode = json.JSONEncoder(separators=(",", ":"), check_circular=False).encode
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,7 +86,7 @@ class PartitionEvents:
         if self._file is None or self._size >= self.segment_bytes:
             self._rotate(index)
         assert self._file is not None
-        data = "".join(json.dumps(e, separators=(",", ":")) + "\n" for e in events).encode()
+        data = "".join([_encode(e) + "\n" for e in events]).encode()
         fd = os.open(self._file, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
             os.write(fd, data)

@@ -19,6 +19,8 @@ Raft log index, so that every replica writes the same events (docs/EVENTS.md). E
 of the partition's previous entry that took effect (`prev_index`, kept in snapshots too), so a reader can tell a
 complete export from one with holes: the log's own gaps (pysyncobj's no-ops, fenced batches) are not holes.
 
+Raft messages are encrypted with our `RaftCipher` (raft/cipher.py), not pysyncobj's Fernet.
+
 Snapshots are the store's msgpack snapshot plus the fence (a custom serializer: no pickle of our objects,
 and no fork of the gRPC process — pysyncobj only forks for its default serializer).
 """
@@ -39,6 +41,7 @@ from groupcoord.coordinator.events import Event, barrier_event, record_event
 from groupcoord.coordinator.state import GroupStore
 from groupcoord.logfields import fields
 from groupcoord.protocol import records as r
+from groupcoord.raft.cipher import RaftCipher
 
 log = logging.getLogger(__name__)
 
@@ -109,8 +112,10 @@ class PartitionReplica(SyncObj):
         # Guards `store`, `fence_term` and `last_effective_index` between the tick thread (apply, snapshot)
         # and readers elsewhere.
         self.lock = threading.Lock()
+        # Our cipher instead of pysyncobj's Fernet (raft/cipher.py): pysyncobj encrypts only with a password, so it
+        # gets none and reads ours through the `encryptor` property.
+        self._cipher = RaftCipher(secret)
         conf = SyncObjConf(
-            password=secret,
             # Peers know this replica by `self_address`; it may listen on another (e.g. 0.0.0.0:port).
             bindAddress=bind_address or self_address,
             raftMinTimeout=settings.election_min_s,
@@ -131,6 +136,10 @@ class PartitionReplica(SyncObj):
             useFork=False,
         )
         super().__init__(self_address, peer_addresses, conf)
+
+    @property
+    def encryptor(self) -> RaftCipher:
+        return self._cipher
 
     # -- the replicated entry point -------------------------------------------------------------------
 

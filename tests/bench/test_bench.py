@@ -8,13 +8,16 @@ import json
 import math
 import subprocess
 import sys
+from collections import Counter
 
 import pytest
 
 from groupcoord.bench import members
 from groupcoord.bench.members import Member
+from groupcoord.bench.offsets import spread_names
 from groupcoord.bench.stats import median_of, percentile, summary
 from groupcoord.bench.worker import FORM_INTERVAL_S, Cadence
+from groupcoord.node.topology import partition_for
 from groupcoord.protocol.errors import Errors
 
 
@@ -182,3 +185,21 @@ def test_a_member_keeps_its_schedule_after_a_late_wake_up(monkeypatch: pytest.Mo
     monkeypatch.setattr(members, "join", join)
     asyncio.run(members.run_member(None, Member("g", "g-i0"), b"", lambda: 1.0, stop))  # type: ignore[arg-type]
     assert sends == [1.0, 2.0, 3.3, 4.0, 5.0, 8.5, 9.5, 10.5]
+
+
+@pytest.mark.parametrize(
+    ("groups", "per_partition", "per_leader"), [(8, [1] * 8, [3, 3, 2]), (20, [2] * 4 + [1] * 12, [7, 7, 6])]
+)
+def test_commit_groups_are_spread_over_partitions_and_leaders(
+    groups: int, per_partition: list[int], per_leader: list[int]
+) -> None:
+    leaders = {p: 1 + p % 3 for p in range(16)}
+    names = spread_names(groups, leaders, "commit-x")
+    partitions = [partition_for(name, 16) for name in names]
+    assert sorted(Counter(partitions).values(), reverse=True) == per_partition
+    assert sorted(Counter(leaders[p] for p in partitions).values(), reverse=True) == per_leader
+    assert spread_names(groups, leaders, "commit-x") == names
+
+
+def test_commit_groups_without_the_partitions_keep_plain_names() -> None:
+    assert spread_names(3, None, "commit-x") == ["commit-x-0", "commit-x-1", "commit-x-2"]
