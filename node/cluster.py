@@ -3,13 +3,16 @@ answers about the cluster (who coordinates a group, who is alive, who leads what
 
 Replicas are created on the event loop's thread (the main thread, which lives as long as the node:
 pysyncobj's tick thread stops when the thread that created the instance dies). A poll task follows each
-replica's Raft role every few milliseconds and reports readiness: every partition has a leader, and the
-partitions this node leads have committed their barrier.
+replica's Raft role and reports readiness: every partition has a leader, and the partitions this node leads
+have committed their barrier. It runs at once when a replica's Raft state changes (pysyncobj's onStateChanged,
+from the tick thread), so a new leader proposes its barrier without delay, and otherwise every
+`POLL_INTERVAL_S` for what has no callback (a follower learning who leads, the leader balancer).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import secrets
 import socket
@@ -35,7 +38,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-POLL_INTERVAL_S = 0.005
+# The fallback period of the role poll; Raft state changes wake it at once.
+POLL_INTERVAL_S = 0.05
 # A refused transfer (the follower still catching up) is asked again after this long.
 HAND_OVER_RETRY_S = 0.1
 
@@ -101,6 +105,8 @@ class NodeCluster:
         self._by_raft_address = {p.raft_address(k): p for p in self.peers for k in range(partitions)}
         clock = SystemClock()
         settings = raft_settings or RaftSettings()
+        self._loop = loop
+        self._state_changed = asyncio.Event()
         self.hosts: list[PartitionHost] = []
         for k in range(partitions):
             writer = events.writer(root, k) if events is not None else None
@@ -115,6 +121,7 @@ class NodeCluster:
                 # Peers know this replica by its address in `peers`; it listens on this node's host.
                 bind_address=f"{host}:{me.raft_port + k}",
                 on_events=writer.write if writer is not None else None,
+                on_state_change=self._wake_poll,
             )
             self.hosts.append(PartitionHost(replica, group_config, clock, loop, on_commit=on_commit, observer=observer))
         self._ready = asyncio.Event()
@@ -130,8 +137,16 @@ class NodeCluster:
     def ready(self) -> bool:
         return self._ready.is_set()
 
+    def _wake_poll(self) -> None:
+        """A replica's Raft state changed (on its tick thread): the poll runs now."""
+        try:
+            self._loop.call_soon_threadsafe(self._state_changed.set)
+        except RuntimeError:
+            log.debug("node.state_change_after_loop_closed", extra=fields(node_id=self.node_id))
+
     async def _poll(self) -> None:
         while True:
+            self._state_changed.clear()
             for host in self.hosts:
                 try:
                     host.poll()
@@ -147,7 +162,8 @@ class NodeCluster:
                 log.info("node.ready" if ready else "node.not_ready", extra=fields(node_id=self.node_id))
                 if self._on_ready_change is not None:
                     self._on_ready_change(ready)
-            await asyncio.sleep(POLL_INTERVAL_S)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._state_changed.wait(), POLL_INTERVAL_S)
 
     def host_for(self, group_id: str) -> PartitionHost:
         return self.hosts[partition_for(group_id, self.partitions)]

@@ -98,6 +98,7 @@ class PartitionReplica(SyncObj):
         settings: RaftSettings,
         bind_address: str | None = None,
         on_events: Callable[[list[Event]], None] | None = None,
+        on_state_change: Callable[[], None] | None = None,
     ) -> None:
         # Set before SyncObj starts: the journal replays through apply_entry.
         self.on_events = on_events
@@ -134,6 +135,8 @@ class PartitionReplica(SyncObj):
             serializer=self._write_snapshot,
             deserializer=self._read_snapshot,
             useFork=False,
+            # pysyncobj calls it on its tick thread when this replica becomes or stops being leader or candidate.
+            onStateChanged=(lambda _old, _new: on_state_change()) if on_state_change is not None else None,
         )
         super().__init__(self_address, peer_addresses, conf)
 
