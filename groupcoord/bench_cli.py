@@ -59,7 +59,8 @@ def _add_options(name: str, p: argparse.ArgumentParser) -> None:
         p.add_argument("--in-flight", type=_positive, default=64, help="concurrent commits (default: %(default)s)")
         p.add_argument("--duration", type=float, default=10.0, metavar="S", help="seconds (default: %(default)s)")
         p.add_argument("--groups", type=_positive, default=8, help="single-member groups the commits are spread "
-                       "over, so over partitions and leaders (default: %(default)s)")  # fmt: skip
+                       "over, each on a partition of its own while there are partitions left, their leaders as "
+                       "evenly loaded as can be (default: %(default)s)")  # fmt: skip
     elif name in ("join", "rebalance"):
         p.add_argument("--members", type=_sizes, default=[100, 1000], metavar="N,...",
                        help="group sizes, one fresh group each (default: 100,1000)")  # fmt: skip
