@@ -136,29 +136,6 @@ def hash_token(token: str) -> str:
     return hashlib.sha256(token.encode("utf-8")).hexdigest()
 
 
-class LogBudget:
-    """At most `per_second` refusal log lines a second: a client hammering a refused call must not flood the log.
-
-    Every refusal is still counted in the metrics; the next line logged says how many were left out before it."""
-
-    def __init__(self, per_second: int) -> None:
-        self.per_second = per_second
-        self._window = float("-inf")
-        self._used = 0
-        self._skipped = 0
-
-    def take(self, now: float) -> int | None:
-        """None: do not log this one. Else log it, with the returned number of lines left out since the last."""
-        if now - self._window >= 1.0:
-            self._window, self._used = now, 0
-        if self._used >= self.per_second:
-            self._skipped += 1
-            return None
-        self._used += 1
-        skipped, self._skipped = self._skipped, 0
-        return skipped
-
-
 def is_self_leave(members: Sequence[Any]) -> bool:
     """A LeaveGroup of one member naming its own member id, as a member sends on close. Anything else (several
     members, or a static member named by instance id alone) removes others: an admin operation."""

@@ -15,7 +15,7 @@ from typing import Any
 from groupcoord.logfields import FIELDS as _FIELDS
 from groupcoord.logfields import fields
 
-__all__ = ["fields", "setup"]
+__all__ = ["LogBudget", "fields", "setup"]
 
 
 def _timestamp(record: logging.LogRecord) -> str:
@@ -61,3 +61,27 @@ def setup(level: str, fmt: str) -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
+
+
+class LogBudget:
+    """At most `per_second` log lines a second about one kind of thing a client can repeat at will (refusals,
+    hostile input), so that it cannot flood the log.
+
+    The metrics count every occurrence; the next line logged says how many were left out before it."""
+
+    def __init__(self, per_second: int) -> None:
+        self.per_second = per_second
+        self._window = float("-inf")
+        self._used = 0
+        self._skipped = 0
+
+    def take(self, now: float) -> int | None:
+        """None: do not log this one. Else log it, with the returned number of lines left out since the last."""
+        if now - self._window >= 1.0:
+            self._window, self._used = now, 0
+        if self._used >= self.per_second:
+            self._skipped += 1
+            return None
+        self._used += 1
+        skipped, self._skipped = self._skipped, 0
+        return skipped

@@ -48,6 +48,7 @@ from prometheus_client.registry import Collector
 from groupcoord.coordinator.runtime import Runtime
 from groupcoord.coordinator.state import GroupState
 from groupcoord.errors import StartupError
+from groupcoord.node import hostile
 from groupcoord.node.logs import fields
 from groupcoord.node.partitions import Role
 from groupcoord.protocol import records as r
@@ -220,6 +221,16 @@ class NodeMetrics:
             namespace=ns,
             registry=reg,
         )
+        self.malformed_requests = Counter(
+            "malformed_requests",
+            "Hostile or broken input on the client port that grpcio would log or die of, by kind: unregistered_path "
+            "(a call to a method the node does not serve, a path that is not UTF-8 included), header_encoding (a "
+            "header value that is not UTF-8), client_gone (a client that left in the middle of a reply)",
+            ("kind",),
+            namespace=ns,
+            registry=reg,
+        )
+        self._malformed_children = {kind: self.malformed_requests.labels(kind) for kind in hostile.KINDS}
         self._gained, self._lost = self.leader_changes.labels("gained"), self.leader_changes.labels("lost")
         # partition -> (its role, perf_counter() when it took that role); written on the event loop only.
         self._roles: dict[int, tuple[Role, float]] = {}
@@ -323,6 +334,9 @@ class NodeMetrics:
 
     def on_batch(self, records: int) -> None:
         self.raft_entry_records.observe(records)
+
+    def on_malformed(self, kind: str) -> None:
+        self._malformed_children[kind].inc()
 
     def on_denied(self, rpc: str, operation: str, amount: int = 1) -> None:
         """A call (or `amount` groups of a batch call) refused by the ACL; rare, so the child is looked up each time."""

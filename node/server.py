@@ -19,6 +19,7 @@ from groupcoord.node import logs
 from groupcoord.node.cluster import NodeCluster
 from groupcoord.node.config import NodeSettings
 from groupcoord.node.events import EventFiles
+from groupcoord.node.hostile import MalformedInput, MalformedLogFilter, guarded_server, install_log_filter
 from groupcoord.node.logs import fields
 from groupcoord.node.metrics import NodeMetrics
 from groupcoord.node.service import SERVICE_NAME, GroupCoordinatorService
@@ -50,19 +51,16 @@ class Node:
         self._server: grpc.aio.Server | None = None
         self._cluster: NodeCluster | None = None
         self._metrics: NodeMetrics | None = None
+        self._log_filter: MalformedLogFilter | None = None
 
     async def start(self) -> int:
         """Returns the port it listens on (the one asked for, or the one picked for port 0)."""
         settings = self._settings
         loop = asyncio.get_running_loop()
         metrics = NodeMetrics() if settings.metrics_port >= 0 else None
-        server = grpc.aio.server(
-            options=[
-                ("grpc.max_receive_message_length", settings.max_request_bytes),
-                # Without this a second node could bind the same port and silently share its connections.
-                ("grpc.so_reuseport", 0),
-            ]
-        )
+        malformed = MalformedInput(metrics.on_malformed if metrics is not None else None)
+        self._log_filter = install_log_filter(malformed)
+        server = guarded_server(server_options(settings), malformed)
         address = listen_address(settings.host, settings.port)
         credentials = server_credentials(settings)
         try:
@@ -90,7 +88,7 @@ class Node:
             raft_settings=raft_settings(settings),
         )
         service = GroupCoordinatorService(cluster, settings.group.max_id_length, metrics, acl=settings.acl)
-        server.add_generic_rpc_handlers((service.generic_handler(),))
+        server.add_registered_method_handlers(SERVICE_NAME, service.method_handlers())
         health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
         reflection.enable_server_reflection((SERVICE_NAME, HEALTH_SERVICE_NAME, reflection.SERVICE_NAME), server)
         extra: dict[str, str] = {}
@@ -144,6 +142,8 @@ class Node:
         self._server = None
         if self._metrics is not None:
             await asyncio.to_thread(self._metrics.close)
+        if self._log_filter is not None:
+            self._log_filter.remove()
         log.info("node.stopped")
 
 
@@ -186,6 +186,15 @@ def settle_collector() -> None:
 def _on_signal(stop: asyncio.Event, sig: signal.Signals) -> None:
     log.info("node.signal", extra=fields(signal=sig.name))
     stop.set()
+
+
+def server_options(settings: NodeSettings) -> list[tuple[str, int]]:
+    """grpc core's channel arguments for the client port: the request limits of docs/SECURITY.md#limits."""
+    return [
+        ("grpc.max_receive_message_length", settings.max_request_bytes),
+        # Without this a second node could bind the same port and silently share its connections.
+        ("grpc.so_reuseport", 0),
+    ]
 
 
 def raft_settings(settings: NodeSettings) -> RaftSettings:

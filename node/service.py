@@ -29,7 +29,7 @@ from groupcoord.node import auth
 from groupcoord.node.auth import Acl, Caller, UnknownCredentials
 from groupcoord.node.cluster import NodeCluster
 from groupcoord.node.events import read_partition
-from groupcoord.node.logs import fields
+from groupcoord.node.logs import LogBudget, fields
 from groupcoord.node.metrics import NodeMetrics
 from groupcoord.node.partitions import PartitionHost, Role
 from groupcoord.node.responses import error_response
@@ -98,7 +98,7 @@ class GroupCoordinatorService:
         self._cluster = cluster
         self._metrics = metrics
         self._acl = acl
-        self._denied_log = auth.LogBudget(DENIED_LOG_PER_S)
+        self._denied_log = LogBudget(DENIED_LOG_PER_S)
         if acl is not None:
             log.info(
                 "auth.enabled",
@@ -126,8 +126,10 @@ class GroupCoordinatorService:
         if missing:
             raise RuntimeError(f"RPCs without a handler (or handlers without an RPC): {sorted(missing)}")
 
-    def generic_handler(self) -> grpc.GenericRpcHandler:
-        handlers = {}
+    def method_handlers(self) -> dict[str, grpc.RpcMethodHandler]:
+        """Every RPC's handler, for `add_registered_method_handlers` (node/hostile.py: only registered methods are
+        served)."""
+        handlers: dict[str, grpc.RpcMethodHandler] = {}
         for method in SERVICE.methods:
             request_type, serializer = GetMessageClass(method.input_type), GetMessageClass(method.output_type)
             if method.client_streaming:
@@ -149,7 +151,7 @@ class GroupCoordinatorService:
                     request_deserializer=_raw,
                     response_serializer=serializer.SerializeToString,
                 )
-        return grpc.method_handlers_generic_handler(SERVICE_NAME, handlers)
+        return handlers
 
     @staticmethod
     async def _parse(name: str, request_type: type[Message], raw: bytes, context: Context) -> Message:

@@ -57,11 +57,14 @@ class NodeProcess:
         return self.proc.poll() is None
 
 
-def start_node(log_path: Path, *flags: str, security: ClientSecurity = PLAINTEXT) -> NodeProcess:
+def start_node(
+    log_path: Path, *flags: str, security: ClientSecurity = PLAINTEXT, launcher: tuple[str, ...] = ("-m", "groupcoord")
+) -> NodeProcess:
     """Starts a node on a port it picks itself (no race for a free port) and waits until it is SERVING
-    (asked with `security`: a TLS node's health check needs its CA, and a client certificate under mTLS)."""
+    (asked with `security`: a TLS node's health check needs its CA, and a client certificate under mTLS).
+    `launcher`: what runs `groupcoord` in the Python process (a test may put a script of its own first)."""
     log = log_path.open("wb")
-    cmd = [sys.executable, "-m", "groupcoord", "node", "--host=127.0.0.1", "--port=0", *NODE_FLAGS, *flags]
+    cmd = [sys.executable, *launcher, "node", "--host=127.0.0.1", "--port=0", *NODE_FLAGS, *flags]
     node = NodeProcess(subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL), log_path)
     log.close()
     deadline = time.monotonic() + STARTUP_TIMEOUT_S

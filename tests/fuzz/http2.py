@@ -23,7 +23,7 @@ def literal(name: bytes, value: bytes) -> bytes:
     return b"\x00" + bytes([len(name)]) + name + bytes([len(value)]) + value
 
 
-def headers(method: str) -> bytes:
+def headers(method: str | bytes) -> bytes:
     fields = [
         (b":method", b"POST"),
         (b":scheme", b"http"),
@@ -35,11 +35,12 @@ def headers(method: str) -> bytes:
     return b"".join(literal(name, value) for name, value in fields)
 
 
-def path(method: str) -> bytes:
-    return f"/{SERVICE}/{method}".encode()
+def path(method: str | bytes) -> bytes:
+    """The `:path` of a call; a method given as bytes is taken as is (it need not be UTF-8)."""
+    return f"/{SERVICE}/".encode() + (method if isinstance(method, bytes) else method.encode())
 
 
-def grpc_request(method: str, message: bytes, declared: int | None = None, compressed: int = 0) -> bytes:
+def grpc_request(method: str | bytes, message: bytes, declared: int | None = None, compressed: int = 0) -> bytes:
     """Preface, SETTINGS, HEADERS and one DATA frame on stream 1 carrying a length-prefixed gRPC message."""
     size = len(message) if declared is None else declared
     body = bytes([compressed]) + size.to_bytes(4, "big") + message
@@ -75,3 +76,26 @@ def exchange(address: tuple[str, int], request: bytes, timeout_s: float = 10.0) 
                 break
             buffer += chunk
     raise AssertionError("no DATA frame on stream 1 in the answer")
+
+
+def answer(address: tuple[str, int], request: bytes, wait_s: float = 1.0) -> bytes:
+    """Sends `request`; every byte the server sends back until it hangs up or is silent for `wait_s`."""
+    received = b""
+    with socket.create_connection(address, timeout=wait_s + 1) as sock:
+        sock.sendall(request)
+        sock.settimeout(wait_s)
+        try:
+            while chunk := sock.recv(65_536):
+                received += chunk
+        except (TimeoutError, ConnectionError):
+            pass
+    return received
+
+
+def grpc_status(received: bytes) -> bytes | None:
+    """The grpc-status value in an answer (grpc core sends it as a literal with an unindexed name, not Huffman)."""
+    at = received.find(b"grpc-status")
+    if at < 0:
+        return None
+    start = at + len(b"grpc-status") + 1
+    return received[start : start + received[start - 1]]

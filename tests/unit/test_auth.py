@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from groupcoord.node import auth
 from groupcoord.node.auth import ANONYMOUS, AclError, Caller, UnknownCredentials, hash_token, load_acl, parse_acl
 from groupcoord.node.config import ConfigError
+from groupcoord.node.logs import LogBudget
 from groupcoord.protocol.v1 import groupcoord_pb2 as pb
 
 TOKEN_A, TOKEN_OPS = "token-of-team-a", "token-of-ops"
@@ -255,7 +256,7 @@ def test_token_hash_reads_the_token_on_stdin(monkeypatch, capsys):
 
 
 def test_the_refusal_log_budget_drops_lines_beyond_its_rate_and_says_how_many():
-    budget = auth.LogBudget(per_second=2)
+    budget = LogBudget(per_second=2)
     assert [budget.take(10.0), budget.take(10.1), budget.take(10.2), budget.take(10.9)] == [0, 0, None, None]
     assert budget.take(11.0) == 2  # a new second: logged, with the two left out before it
     assert budget.take(11.1) == 0
