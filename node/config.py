@@ -130,6 +130,55 @@ SETTINGS: tuple[Setting, ...] = (
         "Largest request message accepted; bigger ones fail with gRPC RESOURCE_EXHAUSTED.",
         minimum=1024,
     ),
+    Setting(
+        "max_response_bytes",
+        4 * 1024 * 1024,
+        "Largest reply message sent; a bigger one fails with gRPC RESOURCE_EXHAUSTED (ask for fewer items).",
+        minimum=1024,
+    ),
+    Setting(
+        "max_connections",
+        4096,
+        "Client connections the node holds at once; beyond it new ones are closed as soon as they are accepted.",
+        minimum=1,
+    ),
+    Setting(
+        "max_concurrent_streams",
+        10_000,
+        "Calls in flight on one client connection (HTTP/2 MAX_CONCURRENT_STREAMS); more are refused "
+        "(REFUSED_STREAM), and a gRPC client queues them.",
+        minimum=1,
+    ),
+    Setting(
+        "connection_idle_timeout_ms",
+        600_000,
+        "A client connection with no call in flight for this long is closed (GOAWAY).",
+        minimum=1000,
+    ),
+    Setting(
+        "connection_handshake_timeout_ms",
+        10_000,
+        "A client connection that has not completed its TLS and HTTP/2 handshake in this long is closed.",
+        minimum=100,
+    ),
+    Setting(
+        "keepalive_min_ping_interval_ms",
+        10_000,
+        "Shortest interval between a client's keepalive pings the node accepts while no call is in flight.",
+        minimum=1,
+    ),
+    Setting(
+        "keepalive_max_ping_strikes",
+        2,
+        "Pings sooner than keepalive_min_ping_interval_ms a connection may send before it is closed "
+        "(GOAWAY ENHANCE_YOUR_CALM, too_many_pings); 0 means no limit.",
+    ),
+    Setting(
+        "memory_trim_interval_ms",
+        10_000,
+        "How often the node hands memory it has freed back to the system (glibc malloc_trim), so that a flood "
+        "of connections or calls does not leave the process at its peak size; 0 turns it off.",
+    ),
     Setting("shutdown_grace_ms", 5_000, "On SIGTERM/SIGINT, how long in-flight calls may take to finish."),
     Setting(
         "events_segment_bytes",
@@ -313,6 +362,14 @@ class NodeSettings:
     log_level: str
     log_format: str
     max_request_bytes: int
+    max_response_bytes: int
+    max_connections: int
+    max_concurrent_streams: int
+    connection_idle_timeout_ms: int
+    connection_handshake_timeout_ms: int
+    keepalive_min_ping_interval_ms: int
+    keepalive_max_ping_strikes: int
+    memory_trim_interval_ms: int
     shutdown_grace_ms: int
     events_segment_bytes: int
     events_max_segments: int
@@ -407,6 +464,14 @@ def _build(values: dict[str, int | str]) -> NodeSettings:
         log_level=str(values["log_level"]),
         log_format=str(values["log_format"]),
         max_request_bytes=int(values["max_request_bytes"]),
+        max_response_bytes=int(values["max_response_bytes"]),
+        max_connections=int(values["max_connections"]),
+        max_concurrent_streams=int(values["max_concurrent_streams"]),
+        connection_idle_timeout_ms=int(values["connection_idle_timeout_ms"]),
+        connection_handshake_timeout_ms=int(values["connection_handshake_timeout_ms"]),
+        keepalive_min_ping_interval_ms=int(values["keepalive_min_ping_interval_ms"]),
+        keepalive_max_ping_strikes=int(values["keepalive_max_ping_strikes"]),
+        memory_trim_interval_ms=int(values["memory_trim_interval_ms"]),
         shutdown_grace_ms=int(values["shutdown_grace_ms"]),
         events_segment_bytes=int(values["events_segment_bytes"]),
         events_max_segments=int(values["events_max_segments"]),

@@ -129,7 +129,7 @@ class MalformedLogFilter(logging.Filter):
         message = str(record.msg)
         for prefix, kind in self.PREFIXES:
             if message.startswith(prefix):
-                self._malformed.report(kind, detail=message[:200])
+                self._malformed.report(kind, detail=record.getMessage()[:200])
                 return False
         return True
 

@@ -22,6 +22,7 @@ from groupcoord.node.events import EventFiles
 from groupcoord.node.hostile import MalformedInput, MalformedLogFilter, guarded_server, install_log_filter
 from groupcoord.node.logs import fields
 from groupcoord.node.metrics import NodeMetrics
+from groupcoord.node.resources import raise_fd_limit, trim_memory
 from groupcoord.node.service import SERVICE_NAME, GroupCoordinatorService
 from groupcoord.node.tls import server_credentials
 from groupcoord.raft.partition import RaftSettings
@@ -52,6 +53,7 @@ class Node:
         self._cluster: NodeCluster | None = None
         self._metrics: NodeMetrics | None = None
         self._log_filter: MalformedLogFilter | None = None
+        self._trimmer: asyncio.Task[None] | None = None
 
     async def start(self) -> int:
         """Returns the port it listens on (the one asked for, or the one picked for port 0)."""
@@ -59,6 +61,7 @@ class Node:
         loop = asyncio.get_running_loop()
         metrics = NodeMetrics() if settings.metrics_port >= 0 else None
         malformed = MalformedInput(metrics.on_malformed if metrics is not None else None)
+        raise_fd_limit(settings.max_connections)
         self._log_filter = install_log_filter(malformed)
         server = guarded_server(server_options(settings), malformed)
         address = listen_address(settings.host, settings.port)
@@ -87,7 +90,13 @@ class Node:
             events=EventFiles(settings.events_segment_bytes, settings.events_max_segments),
             raft_settings=raft_settings(settings),
         )
-        service = GroupCoordinatorService(cluster, settings.group.max_id_length, metrics, acl=settings.acl)
+        service = GroupCoordinatorService(
+            cluster,
+            settings.group.max_id_length,
+            metrics,
+            acl=settings.acl,
+            max_response_bytes=settings.max_response_bytes,
+        )
         server.add_registered_method_handlers(SERVICE_NAME, service.method_handlers())
         health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
         reflection.enable_server_reflection((SERVICE_NAME, HEALTH_SERVICE_NAME, reflection.SERVICE_NAME), server)
@@ -103,6 +112,8 @@ class Node:
         cluster.watch_ready(lambda ready: loop.create_task(self._set_health(ready)))
         await server.start()
         self._server, self._cluster, self._metrics = server, cluster, metrics
+        if settings.memory_trim_interval_ms:
+            self._trimmer = loop.create_task(trim_memory(settings.memory_trim_interval_ms / 1000))
         log.info(
             "node.started",
             extra=fields(
@@ -144,6 +155,8 @@ class Node:
             await asyncio.to_thread(self._metrics.close)
         if self._log_filter is not None:
             self._log_filter.remove()
+        if self._trimmer is not None:
+            self._trimmer.cancel()
         log.info("node.stopped")
 
 
@@ -189,9 +202,19 @@ def _on_signal(stop: asyncio.Event, sig: signal.Signals) -> None:
 
 
 def server_options(settings: NodeSettings) -> list[tuple[str, int]]:
-    """grpc core's channel arguments for the client port: the request limits of docs/SECURITY.md#limits."""
+    """grpc core's channel arguments for the client port: the limits of docs/SECURITY.md#limits."""
     return [
         ("grpc.max_receive_message_length", settings.max_request_bytes),
+        ("grpc.max_send_message_length", settings.max_response_bytes),
+        ("grpc.max_allowed_incoming_connections", settings.max_connections),
+        ("grpc.max_concurrent_streams", settings.max_concurrent_streams),
+        ("grpc.max_connection_idle_ms", settings.connection_idle_timeout_ms),
+        ("grpc.server_handshake_timeout_ms", settings.connection_handshake_timeout_ms),
+        # The server's side of keepalive: how often a client may ping without calls, and how many early pings it
+        # may send before it is sent away (grpc's name says "ping interval"; it is the interval it receives).
+        ("grpc.http2.min_ping_interval_without_data_ms", settings.keepalive_min_ping_interval_ms),
+        ("grpc.http2.max_ping_strikes", settings.keepalive_max_ping_strikes),
+        ("grpc.keepalive_permit_without_calls", 1),
         # Without this a second node could bind the same port and silently share its connections.
         ("grpc.so_reuseport", 0),
     ]

@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any
 
 import grpc
@@ -70,6 +70,9 @@ BATCH_RPCS: dict[str, tuple[str, type[Message], str]] = {
     "DeleteGroups": (auth.ADMIN, pb.DeleteGroupsResponse, "results"),
     "FindCoordinator": (auth.FIND, pb.FindCoordinatorResponse, "coordinators"),
 }
+# The least an entry of a DescribeGroups or FindCoordinator reply takes besides its group id: the id's own tag and
+# length, an error code or partition, a state or node id, and the entry's framing.
+MIN_ENTRY_BYTES = 8
 # Refusal log lines per second, at most; the metrics count every refusal.
 DENIED_LOG_PER_S = 20
 # Why an admin identity is needed, for the error message.
@@ -87,6 +90,10 @@ def _common_names(context: Context) -> list[bytes]:
     return list(context.auth_context().get(auth.CERT_NAME_KEY, ()))
 
 
+class ReplyTooLarge(Exception):
+    """A reply over `max_response_bytes`: answered RESOURCE_EXHAUSTED, never built in full or sent."""
+
+
 class GroupCoordinatorService:
     def __init__(
         self,
@@ -94,8 +101,10 @@ class GroupCoordinatorService:
         max_group_id_length: int,
         metrics: NodeMetrics | None = None,
         acl: Acl | None = None,
+        max_response_bytes: int = 4 * 1024 * 1024,
     ) -> None:
         self._cluster = cluster
+        self._max_response_bytes = max_response_bytes
         self._metrics = metrics
         self._acl = acl
         self._denied_log = LogBudget(DENIED_LOG_PER_S)
@@ -202,8 +211,13 @@ class GroupCoordinatorService:
         async def serve(request: Message, context: Context) -> Message:
             try:
                 if self._acl is not None:
-                    return await self._authorized(self._acl, name, request, context, handler)
-                return await handler(request, context)
+                    response = await self._authorized(self._acl, name, request, context, handler)
+                else:
+                    response = await handler(request, context)
+                self._check_size(name, response.ByteSize())
+                return response
+            except ReplyTooLarge as exc:
+                await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, str(exc))
             except grpc.aio.AbortError:
                 raise
             except Exception:
@@ -227,9 +241,26 @@ class GroupCoordinatorService:
                         f"{name}: {len(batch.requests)} requests in one message, at most {MAX_BATCH_REQUESTS}",
                     )
                 answers = await asyncio.gather(*(serve(request, context) for request in batch.requests))
-                yield response_type(responses=answers)
+                response = response_type(responses=answers)
+                try:
+                    self._check_size(name, response.ByteSize())
+                except ReplyTooLarge as exc:
+                    await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, str(exc))
+                yield response
 
         return stream
+
+    def _check_names(self, name: str, group_ids: Sequence[str]) -> None:
+        """Refuses a batch request whose reply would be too large before any work: every id named, repeats
+        included, gets an entry of at least the id and MIN_ENTRY_BYTES."""
+        self._check_size(name, sum(len(g) for g in group_ids) + MIN_ENTRY_BYTES * len(group_ids))
+
+    def _check_size(self, name: str, size: int) -> None:
+        if size > self._max_response_bytes:
+            raise ReplyTooLarge(
+                f"{name}: the reply would be {size} bytes, over max_response_bytes = {self._max_response_bytes}; "
+                "ask for fewer groups or partitions per call"
+            )
 
     # -- authorization ------------------------------------------------------------------------------------
 
@@ -386,7 +417,11 @@ class GroupCoordinatorService:
                     group.coordinator_node_id = self._cluster.node_id
             return list(response.groups)  # type: ignore[attr-defined]
 
+        self._check_names("DescribeGroups", request.group_ids)
         by_id = await self._per_partition(list(request.group_ids), one)
+        # Counted before the reply is built: a group named a million times would be a million copies.
+        sizes = {g: entry.ByteSize() for g, entry in by_id.items()}
+        self._check_size("DescribeGroups", sum(sizes[g] + 5 for g in request.group_ids))
         return pb.DescribeGroupsResponse(groups=[by_id[g] for g in request.group_ids])
 
     async def delete_groups(self, request: pb.DeleteGroupsRequest, context: Context) -> Message:
@@ -439,6 +474,7 @@ class GroupCoordinatorService:
         return merged
 
     async def find_coordinator(self, request: pb.FindCoordinatorRequest, context: Context) -> Message:
+        self._check_names("FindCoordinator", request.group_ids)
         response = pb.FindCoordinatorResponse()
         for group_id in request.group_ids:
             partition = partition_for(group_id, self._cluster.partitions)

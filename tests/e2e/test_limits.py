@@ -39,6 +39,7 @@ LIMITS = (
     "--log-level=info",  # the e2e default, debug, logs every record: not what a loaded node runs with
     "--partitions=2",
     f"--max-request-bytes={2 * MIB}",
+    f"--max-response-bytes={2 * MIB}",
     "--group-max-member-metadata-bytes=1024",
     "--group-max-assignment-bytes=1024",
     "--group-max-size=3",
@@ -301,6 +302,36 @@ async def test_offset_fetch_over_the_partition_limit_is_refused(limited):
         del topic.partition_indexes[-1]
         reply = await stub.OffsetFetch(pb.OffsetFetchRequest(group_id="fetcher", topics=[topic]))
         assert reply.error_code == Errors.NONE and len(reply.topics[0].partitions) == DEFAULT_FETCH_LIMIT
+
+
+async def test_a_reply_over_max_response_bytes_is_refused_before_it_is_built(limited):
+    """A DescribeGroups naming one group 100,000 times (a 1.1 MB request) would be a 2.7 MB reply, a copy of the
+    group's description per name: refused with RESOURCE_EXHAUSTED, counted before the copies are made. Named a
+    few times, the same group is described."""
+    async with victim_during(limited, "reply-size"), stub_for(limited) as stub:
+        partitions = [pb.OffsetCommitRequest.Partition(partition_index=0, committed_offset=1)]
+        commit = pb.OffsetCommitRequest(
+            group_id="described",
+            generation_id=-1,
+            topics=[pb.OffsetCommitRequest.Topic(name="t", partitions=partitions)],
+        )
+        assert (await stub.OffsetCommit(commit)).topics[0].partitions[0].error_code == Errors.NONE
+        repeated = pb.DescribeGroupsRequest(group_ids=["described"] * 100_000)
+        with pytest.raises(grpc.aio.AioRpcError) as refused:
+            await stub.DescribeGroups(repeated)
+        assert refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert "over max_response_bytes = 2097152" in refused.value.details(), refused.value.details()
+        few = await stub.DescribeGroups(pb.DescribeGroupsRequest(group_ids=["described"] * 3))
+        assert [g.group_state for g in few.groups] == ["Empty"] * 3
+        # 240,000 one-letter ids (a 720 KB request): each entry takes at least 9 bytes, so the reply would be over
+        # 2 MiB. Refused before a single coordinator is looked up.
+        started = time.perf_counter()
+        with pytest.raises(grpc.aio.AioRpcError) as refused_find:
+            await stub.FindCoordinator(pb.FindCoordinatorRequest(group_ids=["g"] * 240_000))
+        assert refused_find.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert "FindCoordinator: the reply would be" in refused_find.value.details()
+        print(f"FindCoordinator refused in {(time.perf_counter() - started) * 1000:.0f} ms")
+        print(f"refused: request {repeated.ByteSize()} bytes; {refused.value.details()}")
 
 
 def export_events(node: NodeProcess, out: Path) -> list[str]:

@@ -19,6 +19,7 @@ from groupcoord.protocol.errors import Errors
 from groupcoord.protocol.v1 import groupcoord_pb2 as pb
 from tests.e2e.support import NodeProcess, heartbeat, join_dynamic, join_request, start_node, stop_node, sync_all
 from tests.e2e.test_cli import groupcoord
+from tests.fuzz import http2
 from tests.support import FakeClock
 
 REQUESTS = "groupcoord_requests_total"
@@ -170,6 +171,29 @@ async def test_a_call_the_client_abandons_counts_as_grpc_cancelled(node, stub):
         pb.LeaveGroupRequest(group_id=group, members=[pb.LeaveGroupRequest.MemberIdentity(member_id=member_id)])
     )
     assert left.error_code == Errors.NONE
+
+
+async def test_hostile_input_is_counted_by_kind(node):
+    """A call to a path that is not UTF-8 (it once stopped the server) and a header that is not UTF-8."""
+    address = metrics_address(node)
+    before = Scrape(address)
+    target = ("127.0.0.1", node.port)
+    bad_header = http2.headers("Heartbeat") + http2.literal(b"x-bad", b"\xff")
+    for request in (
+        http2.grpc_request(b"He\xb4rtbeat", b""),
+        http2.PREFACE
+        + http2.frame(http2.SETTINGS, 0, 0, b"")
+        + http2.frame(http2.HEADERS, http2.END_HEADERS, 1, bad_header)
+        + http2.frame(http2.DATA, http2.END_STREAM, 1, bytes(5)),
+    ):
+        await asyncio.to_thread(http2.answer, target, request)
+    name = "groupcoord_malformed_requests_total"
+    after = await scrape_until(
+        address, lambda s: s.value(name, kind="header_encoding") > before.value(name, kind="header_encoding")
+    )
+    for kind in ("unregistered_path", "header_encoding"):
+        assert after.value(name, kind=kind) == before.value(name, kind=kind) + 1, kind
+    assert after.value(name, kind="client_gone") == before.value(name, kind="client_gone")
 
 
 def test_a_metrics_port_in_use_exits_1_without_a_traceback(node):

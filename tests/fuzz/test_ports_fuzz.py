@@ -141,6 +141,23 @@ def test_regression_a_path_that_is_not_utf8_leaves_the_node_serving(unchanged: F
     assert [e for e in process.events() if e.get("event") == "client.malformed" and e["kind"] == "unregistered_path"]
 
 
+@time_limit(60)
+def test_a_header_that_is_not_utf8_is_one_warning_not_a_traceback(node: FuzzNode):
+    """grpcio logs such a header with a traceback at ERROR, at the client's will; the node turns it into a
+    rate-limited `client.malformed` warning (the `node` fixture fails on any error line or traceback)."""
+    fields = http2.headers("Heartbeat") + http2.literal(b"x-bad", b"\xff\xfe")
+    request = (
+        http2.PREFACE
+        + http2.frame(http2.SETTINGS, 0, 0, b"")
+        + http2.frame(http2.HEADERS, http2.END_HEADERS, 1, fields)
+        + http2.frame(http2.DATA, http2.END_STREAM, 1, bytes(5))
+    )
+    for _ in range(3):
+        assert http2.grpc_status(http2.answer(("127.0.0.1", node.process.port), request)) == b"0"
+    warned = [e for e in node.process.events() if e.get("event") == "client.malformed"]
+    assert any(e["kind"] == "header_encoding" and "xff" in e["detail"] for e in warned), warned
+
+
 # -- the Raft ports --------------------------------------------------------------------------------------
 
 
