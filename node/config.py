@@ -143,6 +143,12 @@ SETTINGS: tuple[Setting, ...] = (
         minimum=1,
     ),
     Setting(
+        "max_connections_per_ip",
+        1024,
+        "Client connections one address may hold; beyond it the newest are closed within about a second. "
+        "0 means no limit.",
+    ),
+    Setting(
         "max_concurrent_streams",
         10_000,
         "Calls in flight on one client connection (HTTP/2 MAX_CONCURRENT_STREAMS); more are refused "
@@ -364,6 +370,7 @@ class NodeSettings:
     max_request_bytes: int
     max_response_bytes: int
     max_connections: int
+    max_connections_per_ip: int
     max_concurrent_streams: int
     connection_idle_timeout_ms: int
     connection_handshake_timeout_ms: int
@@ -466,6 +473,7 @@ def _build(values: dict[str, int | str]) -> NodeSettings:
         max_request_bytes=int(values["max_request_bytes"]),
         max_response_bytes=int(values["max_response_bytes"]),
         max_connections=int(values["max_connections"]),
+        max_connections_per_ip=int(values["max_connections_per_ip"]),
         max_concurrent_streams=int(values["max_concurrent_streams"]),
         connection_idle_timeout_ms=int(values["connection_idle_timeout_ms"]),
         connection_handshake_timeout_ms=int(values["connection_handshake_timeout_ms"]),

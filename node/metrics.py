@@ -230,6 +230,14 @@ class NodeMetrics:
             namespace=ns,
             registry=reg,
         )
+        self.client_connections_closed = Counter(
+            "client_connections_closed",
+            "Client connections the node closed itself, by reason: per_ip (an address over max_connections_per_ip)",
+            ("reason",),
+            namespace=ns,
+            registry=reg,
+        )
+        self._closed_per_ip = self.client_connections_closed.labels("per_ip")
         self._malformed_children = {kind: self.malformed_requests.labels(kind) for kind in hostile.KINDS}
         self._gained, self._lost = self.leader_changes.labels("gained"), self.leader_changes.labels("lost")
         # partition -> (its role, perf_counter() when it took that role); written on the event loop only.
@@ -334,6 +342,9 @@ class NodeMetrics:
 
     def on_batch(self, records: int) -> None:
         self.raft_entry_records.observe(records)
+
+    def on_connections_cut(self, amount: int) -> None:
+        self._closed_per_ip.inc(amount)
 
     def on_malformed(self, kind: str) -> None:
         self._malformed_children[kind].inc()

@@ -18,6 +18,7 @@ from groupcoord.errors import StartupError
 from groupcoord.node import logs
 from groupcoord.node.cluster import NodeCluster
 from groupcoord.node.config import NodeSettings
+from groupcoord.node.connections import ConnectionsPerAddress
 from groupcoord.node.events import EventFiles
 from groupcoord.node.hostile import MalformedInput, MalformedLogFilter, guarded_server, install_log_filter
 from groupcoord.node.logs import fields
@@ -53,7 +54,8 @@ class Node:
         self._cluster: NodeCluster | None = None
         self._metrics: NodeMetrics | None = None
         self._log_filter: MalformedLogFilter | None = None
-        self._trimmer: asyncio.Task[None] | None = None
+        # Background tasks that run as long as the server does: the memory trim, the per-address connection cap.
+        self._tasks: list[asyncio.Task[None]] = []
 
     async def start(self) -> int:
         """Returns the port it listens on (the one asked for, or the one picked for port 0)."""
@@ -113,7 +115,15 @@ class Node:
         await server.start()
         self._server, self._cluster, self._metrics = server, cluster, metrics
         if settings.memory_trim_interval_ms:
-            self._trimmer = loop.create_task(trim_memory(settings.memory_trim_interval_ms / 1000))
+            self._tasks.append(loop.create_task(trim_memory(settings.memory_trim_interval_ms / 1000)))
+        if settings.max_connections_per_ip:
+            if ConnectionsPerAddress.available():
+                per_ip = ConnectionsPerAddress(
+                    port, settings.max_connections_per_ip, metrics.on_connections_cut if metrics is not None else None
+                )
+                self._tasks.append(loop.create_task(per_ip.run()))
+            else:
+                log.warning("node.max_connections_per_ip", extra=fields(enforced=False, why="no /proc/self/fd"))
         log.info(
             "node.started",
             extra=fields(
@@ -155,8 +165,8 @@ class Node:
             await asyncio.to_thread(self._metrics.close)
         if self._log_filter is not None:
             self._log_filter.remove()
-        if self._trimmer is not None:
-            self._trimmer.cancel()
+        for task in self._tasks:
+            task.cancel()
         log.info("node.stopped")
 
 

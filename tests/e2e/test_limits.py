@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import socket
 import statistics
 import subprocess
 import sys
@@ -26,6 +27,7 @@ from groupcoord.protocol.errors import Errors
 from groupcoord.protocol.v1 import groupcoord_pb2 as pb
 from groupcoord.protocol.v1 import groupcoord_pb2_grpc as pb_grpc
 from tests.e2e.support import NodeProcess, join_request, start_node, stop_node
+from tests.fuzz import http2
 
 P99_BOUND_MS = 500.0
 MIB = 1024 * 1024
@@ -425,3 +427,50 @@ async def test_new_groups_beyond_the_partition_and_node_limits_are_refused(group
         deleted = await stub.DeleteGroups(pb.DeleteGroupsRequest(group_ids=[full[0]]))
         assert deleted.results[0].error_code == Errors.NONE
         assert (await commit(full[3])).error_code == Errors.NONE
+
+
+def test_an_address_over_max_connections_per_ip_loses_its_newest_connections(tmp_path):
+    """grpc core accepts them all; the node closes the newest beyond the limit within about a second, and a client
+    connected before keeps working."""
+    node = start_node(tmp_path / "node.log", "--log-level=info", "--partitions=1", "--max-connections-per-ip=6")
+    channel = grpc.insecure_channel(node.address)
+    stub = pb_grpc.GroupCoordinatorStub(channel)
+    socks: list[socket.socket] = []
+    try:
+        assert stub.DescribeCluster(pb.DescribeClusterRequest(), timeout=5).error_code == Errors.NONE
+        time.sleep(0.2)
+        for _ in range(10):
+            sock = socket.create_connection(("127.0.0.1", node.port), timeout=5)
+            sock.sendall(http2.PREFACE + http2.frame(http2.SETTINGS, 0, 0, b""))
+            socks.append(sock)
+            time.sleep(0.05)  # accepted in this order, so the newest are the last ones
+        closed: set[int] = set()
+        deadline = time.monotonic() + 10
+        while len(closed) < 5 and time.monotonic() < deadline:
+            for i, sock in enumerate(socks):
+                if i not in closed and not alive(sock):
+                    closed.add(i)
+            time.sleep(0.1)
+        # The DescribeCluster channel is one connection, the 10 raw ones make 11: the 5 newest go.
+        assert closed == {5, 6, 7, 8, 9}
+        assert stub.DescribeCluster(pb.DescribeClusterRequest(), timeout=5).error_code == Errors.NONE
+        cut = [e for e in node.events() if e.get("event") == "client.connections_per_ip"]
+        assert cut and cut[0]["address"] == "127.0.0.1" and cut[0]["limit"] == 6, cut
+    finally:
+        for sock in socks:
+            sock.close()
+        channel.close()
+        stop_node(node)
+
+
+def alive(sock: socket.socket) -> bool:
+    """False once the server has closed the connection (it sends its SETTINGS and acks first)."""
+    sock.settimeout(0.01)
+    try:
+        while True:
+            if not sock.recv(65_536):
+                return False
+    except TimeoutError:
+        return True
+    except OSError:
+        return False
