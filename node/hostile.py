@@ -31,6 +31,7 @@ from typing import Any
 import grpc
 from grpc._cython import cygrpc
 
+from groupcoord.errors import StartupError
 from groupcoord.node.logs import LogBudget, fields
 
 log = logging.getLogger(__name__)
@@ -51,7 +52,7 @@ OnMalformed = Callable[[str], None]
 def check_grpcio() -> None:
     missing = [name for name in _INTERNALS if not hasattr(cygrpc, name)]
     if missing or not hasattr(cygrpc.AioServer, "_request_call"):
-        raise RuntimeError(
+        raise StartupError(
             f"grpcio {grpc.__version__} lacks {missing or ['AioServer._request_call']}: node/hostile.py must be "
             "brought up to date with it"
         )

@@ -14,7 +14,9 @@ from pathlib import Path
 
 import grpc
 import pytest
+from grpc._cython import cygrpc
 
+from groupcoord.errors import StartupError
 from groupcoord.node.hostile import UNREGISTERED_PATH, MalformedInput, guarded_server
 from tests.e2e.support import start_node, stop_node
 from tests.fuzz import http2
@@ -103,3 +105,11 @@ def test_a_node_whose_server_dies_hands_over_and_exits(tmp_path: Path):
         assert [e for e in node.events() if e.get("event") == "node.stopped"]
     finally:
         stop_node(node)
+
+
+def test_a_grpcio_without_what_the_guard_needs_stops_the_start(monkeypatch: pytest.MonkeyPatch):
+    """A grpcio upgrade that renames one of the internals must fail the start with one line, not leave the node
+    without its guard."""
+    monkeypatch.delattr(cygrpc, "_RequestCallError")
+    with pytest.raises(StartupError, match="_RequestCallError"):
+        guarded_server([], MalformedInput())
