@@ -19,7 +19,8 @@ Raft log index, so that every replica writes the same events (docs/EVENTS.md). E
 of the partition's previous entry that took effect (`prev_index`, kept in snapshots too), so a reader can tell a
 complete export from one with holes: the log's own gaps (pysyncobj's no-ops, fenced batches) are not holes.
 
-Raft messages are encrypted with our `RaftCipher` (raft/cipher.py), not pysyncobj's Fernet.
+Raft messages are encrypted with our `RaftCipher` (raft/cipher.py), not pysyncobj's Fernet. `SyncObj` is pysyncobj's
+with our patch for Raft's rules (raft/syncobj_patch.py: conflict-only truncation, pre-vote, ...).
 
 Snapshots are the store's msgpack snapshot plus the fence (a custom serializer: no pickle of our objects,
 and no fork of the gRPC process — pysyncobj only forks for its default serializer).
@@ -34,7 +35,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import msgpack
-from pysyncobj import SyncObj, SyncObjConf, replicated
+from pysyncobj import SyncObjConf
 from pysyncobj.node import TCPNode
 
 from groupcoord.coordinator.events import Event, barrier_event, record_event
@@ -42,6 +43,7 @@ from groupcoord.coordinator.state import GroupStore
 from groupcoord.logfields import fields
 from groupcoord.protocol import records as r
 from groupcoord.raft.cipher import RaftCipher
+from groupcoord.raft.syncobj_patch import SyncObj, replicated
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +72,8 @@ class RaftSettings:
     log_compaction_min_entries: int = 5000
     log_compaction_min_time_s: float = 300.0
     tick_period_s: float = 0.05
+    # Raft's pre-vote (raft/syncobj_patch.py): a node that was cut off does not depose a healthy leader on return.
+    pre_vote: bool = True
 
 
 def _barrier_time(payload: bytes) -> int | None:
@@ -138,6 +142,7 @@ class PartitionReplica(SyncObj):
             # pysyncobj calls it on its tick thread when this replica becomes or stops being leader or candidate.
             onStateChanged=(lambda _old, _new: on_state_change()) if on_state_change is not None else None,
         )
+        conf.preVote = settings.pre_vote  # read by our patch of pysyncobj (raft/syncobj_patch.py)
         super().__init__(self_address, peer_addresses, conf)
 
     @property

@@ -1,0 +1,291 @@
+"""pysyncobj's `SyncObj`, with our patch for the places where pysyncobj 0.3.17 breaks Raft's rules.
+
+The patch is a list of small hunks applied, at import, to the `syncobj.py` of the pinned pysyncobj (checked by its
+SHA-256, so an upgrade fails loudly instead of patching code it was not written for); the module is compiled
+from the result, and its relative imports resolve to the installed pysyncobj package. Everything else of
+pysyncobj (transport, journal, serializer, config) is used as installed. docs/ARCHITECTURE.md lists every
+deviation; tests/raft/test_raft_rules.py has a test per hunk that fails on the unpatched code.
+
+Why hunks and not a subclass: each fix sits inside one of pysyncobj's long inline methods (`_onTick`,
+`__onMessageReceived`), so a subclass would have to re-implement them around a dozen name-mangled attributes.
+
+The hunks:
+
+* `conflict_only_truncation`: a follower truncated its log after `prevLogIdx` on *every* AppendEntries that
+  overlapped its log, even when the entries matched, so a retransmission (pysyncobj caps a message at 64 KiB and
+  resends after a late acknowledgement) could leave it briefly holding fewer entries than it had acknowledged —
+  a kill then loses them. Raft §5.3: skip the entries already held, truncate only from the first one whose term
+  conflicts. The commit index a message may set is then bounded by the last entry that message vouches for
+  (Raft: min(leaderCommit, index of last new entry)), or a stale entry kept after them could be committed.
+* `monotone_next_index`: a late success acknowledgement moved the leader's nextIndex for that follower *back*
+  over entries already in flight, which caused the retransmissions above.
+* `chunk_finish`: an entry of 64 KiB or more is sent in chunks; the last chunk was chosen by the length of the
+  first entry's command instead of the pickled entry being sent, so a follower could never reassemble it.
+* `pre_vote`: Raft thesis §9.6. A node that was cut off kept raising its term and, on rejoining, deposed a
+  healthy leader (one election per rejoin). With `conf.preVote`, a follower whose election timer expires first
+  asks whether it could win (a `pre_vote` in term+1, which changes no one's term or vote and is granted only by
+  nodes that have not heard from a leader within `raftMinTimeout` and whose log is not ahead); only a majority
+  of grants starts the real election. A leadership transfer (TimeoutNow) skips the pre-vote. And etcd's rule:
+  a node whose term ran ahead answers a lower-term AppendEntries with its term (`stale_term`), so the leader
+  steps down and the cluster converges instead of that node never rejoining.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import sys
+import types
+from dataclasses import dataclass
+from pathlib import Path
+
+UPSTREAM_VERSION = "0.3.17"
+UPSTREAM_SHA256 = "e8bdf06797085d734df86e24ab4802fe87893dff77268565ec036f7ad4a1cfe4"
+MODULE_NAME = "groupcoord.raft._syncobj"
+
+
+@dataclass(frozen=True)
+class Hunk:
+    name: str
+    old: str
+    new: str
+
+
+HUNKS: tuple[Hunk, ...] = (
+    Hunk(
+        "conflict_only_truncation",
+        """                if len(prevEntries) > 1:
+                    # rollback cluster changes
+                    if self.__conf.dynamicMembershipChange:
+                        for entry in reversed(prevEntries[1:]):
+                            clusterChangeRequest = self.__parseChangeClusterRequest(entry[0])
+                            if clusterChangeRequest is not None:
+                                self.__doChangeCluster(clusterChangeRequest, reverse=True)
+
+                    if prevLogIdx + 1 <= self.__raftLastApplied:
+                        logger.critical(
+                            'truncating already-applied log entries from index %d '
+                            '(last applied: %d) - state machine may have diverged from '
+                            'other cluster members', prevLogIdx + 1, self.__raftLastApplied)
+                    self.__deleteEntriesFrom(prevLogIdx + 1)
+""",
+        """                existing = prevEntries[1:]
+                skip = 0
+                while skip < len(newEntries) and skip < len(existing) and \\
+                        existing[skip][2] == newEntries[skip][2]:
+                    skip += 1
+                newEntries = newEntries[skip:]
+                if newEntries and skip < len(existing):
+                    conflictIdx = newEntries[0][1]
+                    if self.__conf.dynamicMembershipChange:
+                        for entry in reversed(existing[skip:]):
+                            clusterChangeRequest = self.__parseChangeClusterRequest(entry[0])
+                            if clusterChangeRequest is not None:
+                                self.__doChangeCluster(clusterChangeRequest, reverse=True)
+                    if conflictIdx <= self.__raftLastApplied:
+                        logger.critical('conflicting entry at index %d is already applied (last applied: %d)',
+                                        conflictIdx, self.__raftLastApplied)
+                    self.__deleteEntriesFrom(conflictIdx)
+""",
+    ),
+    Hunk(
+        "conflict_only_truncation_ack",
+        """                nextNodeIdx = prevLogIdx + 1
+                if newEntries:
+                    nextNodeIdx = newEntries[-1][1] + 1
+
+                self.__sendNextNodeIdx(node, nextNodeIdx=nextNodeIdx, success=True)
+""",
+        """                lastNewIdx = prevLogIdx + skip + len(newEntries)
+                self.__sendNextNodeIdx(node, nextNodeIdx=lastNewIdx + 1, success=True)
+                leaderCommitIndex = min(leaderCommitIndex, lastNewIdx)
+""",
+    ),
+    Hunk(
+        "monotone_next_index",
+        """                        self.__raftNextIndex[node] = nextNodeIdx
+                self.__lastResponseTime[node] = monotonicTime()""",
+        """                        self.__raftNextIndex[node] = max(self.__raftNextIndex[node], nextNodeIdx)
+                self.__lastResponseTime[node] = monotonicTime()""",
+    ),
+    Hunk(
+        "chunk_finish",
+        "elif pos + batchSizeBytes >= len(entries[0][0]):",
+        "elif pos + batchSizeBytes >= len(entry):",
+    ),
+    Hunk(
+        "pre_vote_state",
+        """        self.__transferInProgress = False
+        self.__raftLog = createJournal(self.__conf.journalFile)
+""",
+        """        self.__transferInProgress = False
+        self.__raftLog = createJournal(self.__conf.journalFile)
+        self.__preVote = getattr(self.__conf, 'preVote', False)
+        self.__preVoteTerm = None
+        self.__preVotes = set()
+        self.__lastLeaderContact = 0
+""",
+    ),
+    Hunk(
+        "pre_vote_election",
+        """                self.__raftElectionDeadline = monotonicTime() + self.__generateRaftTimeout()
+                self.__transferInProgress = False
+                self.__raftLeader = None
+                self.__setState(_RAFT_STATE.CANDIDATE)
+                self.__setCurrentTerm(self.__raftCurrentTerm + 1, self.__selfNode.id)
+                self.__votesCount = 1
+                for node in self.__otherNodes:
+                    self.__transport.send(node, {
+                        'type': 'request_vote',
+                        'term': self.__raftCurrentTerm,
+                        'last_log_index': self.__getCurrentLogIndex(),
+                        'last_log_term': self.__getCurrentLogTerm(),
+                    })
+                self.__onLeaderChanged()
+                if self.__votesCount > (len(self.__otherNodes) + 1) / 2:
+                    self.__onBecomeLeader()
+""",
+        """                self.__raftElectionDeadline = monotonicTime() + self.__generateRaftTimeout()
+                if self.__preVote and not self.__transferInProgress and self.__otherNodes:
+                    self.__startPreVote()
+                else:
+                    self.__startElection()
+""",
+    ),
+    Hunk(
+        "pre_vote_methods",
+        """    def __applyLogEntries(self):
+""",
+        """    def __startPreVote(self):
+        self.__preVoteTerm = self.__raftCurrentTerm + 1
+        self.__preVotes = {self.__selfNode}
+        for node in self.__otherNodes:
+            self.__transport.send(node, {
+                'type': 'pre_vote',
+                'term': self.__preVoteTerm,
+                'last_log_index': self.__getCurrentLogIndex(),
+                'last_log_term': self.__getCurrentLogTerm(),
+            })
+
+    def __startElection(self):
+        self.__preVoteTerm = None
+        self.__transferInProgress = False
+        self.__raftLeader = None
+        self.__setState(_RAFT_STATE.CANDIDATE)
+        self.__setCurrentTerm(self.__raftCurrentTerm + 1, self.__selfNode.id)
+        self.__votesCount = 1
+        for node in self.__otherNodes:
+            self.__transport.send(node, {
+                'type': 'request_vote',
+                'term': self.__raftCurrentTerm,
+                'last_log_index': self.__getCurrentLogIndex(),
+                'last_log_term': self.__getCurrentLogTerm(),
+            })
+        self.__onLeaderChanged()
+        if self.__votesCount > (len(self.__otherNodes) + 1) / 2:
+            self.__onBecomeLeader()
+
+    def __candidateLogUpToDate(self, lastLogIdx, lastLogTerm):
+        if lastLogTerm != self.__getCurrentLogTerm():
+            return lastLogTerm > self.__getCurrentLogTerm()
+        return lastLogIdx >= self.__getCurrentLogIndex()
+
+    def __heardFromLeaderRecently(self):
+        if self.__raftState == _RAFT_STATE.LEADER:
+            return True
+        return self.__raftLeader is not None and \\
+            monotonicTime() - self.__lastLeaderContact < self.__conf.raftMinTimeout
+
+    def __applyLogEntries(self):
+""",
+    ),
+    Hunk(
+        "pre_vote_messages",
+        """        if message['type'] == 'request_vote' and self.__selfNode is not None:
+""",
+        """        if message['type'] == 'pre_vote' and self.__selfNode is not None:
+            granted = message['term'] > self.__raftCurrentTerm and \\
+                not self.__heardFromLeaderRecently() and \\
+                self.__candidateLogUpToDate(message['last_log_index'], message['last_log_term'])
+            self.__transport.send(node, {'type': 'pre_vote_response', 'term': message['term'], 'granted': granted})
+            return
+
+        if message['type'] == 'pre_vote_response':
+            if message['granted'] and self.__preVoteTerm is not None and \\
+                    message['term'] == self.__preVoteTerm == self.__raftCurrentTerm + 1 and \\
+                    self.__raftState != _RAFT_STATE.LEADER:
+                self.__preVotes.add(node)
+                if len(self.__preVotes) > (len(self.__otherNodes) + 1) / 2:
+                    self.__startElection()
+            return
+
+        if message['type'] == 'append_entries' and message['term'] < self.__raftCurrentTerm and self.__preVote:
+            self.__transport.send(node, {'type': 'stale_term', 'term': self.__raftCurrentTerm})
+            return
+
+        if message['type'] == 'stale_term' and message['term'] > self.__raftCurrentTerm:
+            self.__setCurrentTerm(message['term'], None)
+            self.__setState(_RAFT_STATE.FOLLOWER)
+            self.__raftLeader = None
+            return
+
+        if message['type'] == 'request_vote' and self.__selfNode is not None:
+""",
+    ),
+    Hunk(
+        "pre_vote_leader_contact",
+        """            self.__raftLeader = node
+            if message['term'] > self.__raftCurrentTerm:
+                self.__setCurrentTerm(message['term'], None)
+""",
+        """            self.__raftLeader = node
+            self.__lastLeaderContact = monotonicTime()
+            self.__preVoteTerm = None
+            if message['term'] > self.__raftCurrentTerm:
+                self.__setCurrentTerm(message['term'], None)
+""",
+    ),
+)
+
+
+class PatchError(RuntimeError):
+    """The installed pysyncobj is not the one the patch was written for."""
+
+
+def upstream_source() -> str:
+    spec = importlib.util.find_spec("pysyncobj.syncobj")
+    if spec is None or spec.origin is None:
+        raise PatchError("pysyncobj is not installed")
+    data = Path(spec.origin).read_bytes()
+    digest = hashlib.sha256(data).hexdigest()
+    if digest != UPSTREAM_SHA256:
+        raise PatchError(
+            f"{spec.origin} is not pysyncobj {UPSTREAM_VERSION}'s syncobj.py (sha256 {digest}): raft/syncobj_patch.py "
+            "must be brought up to date with it"
+        )
+    return data.decode()
+
+
+def patched_source(source: str, hunks: tuple[Hunk, ...] = HUNKS) -> str:
+    for hunk in hunks:
+        found = source.count(hunk.old)
+        if found != 1:
+            raise PatchError(f"hunk {hunk.name!r} matches {found} places, not one")
+        source = source.replace(hunk.old, hunk.new)
+    return source
+
+
+def load(hunks: tuple[Hunk, ...] = HUNKS, name: str = MODULE_NAME) -> types.ModuleType:
+    """The patched module (with `hunks`; tests load it without one to show what each fixes)."""
+    module = types.ModuleType(name)
+    module.__package__ = "pysyncobj"  # its relative imports are the installed package's
+    module.__file__ = f"<pysyncobj {UPSTREAM_VERSION} syncobj.py, patched by raft/syncobj_patch.py>"
+    code = compile(patched_source(upstream_source(), hunks), module.__file__, "exec")
+    sys.modules[name] = module
+    exec(code, module.__dict__)
+    return module
+
+
+_module = sys.modules.get(MODULE_NAME) or load()
+SyncObj = _module.SyncObj
+replicated = _module.replicated
