@@ -24,7 +24,10 @@ The hunks:
 * `pre_vote`: Raft thesis §9.6. A node that was cut off kept raising its term and, on rejoining, deposed a
   healthy leader (one election per rejoin). With `conf.preVote`, a follower whose election timer expires first
   asks whether it could win (a `pre_vote` in term+1, which changes no one's term or vote and is granted only by
-  nodes that have not heard from a leader within `raftMinTimeout` and whose log is not ahead); only a majority
+  nodes that have not heard from a leader within half of `raftMinTimeout` and whose log is not ahead; half,
+  because after a leader dies the followers' last messages from it are up to a heartbeat apart, and a refused
+  pre-vote costs a whole election timeout, while a healthy leader reaches its followers every heartbeat period,
+  far more often); only a majority
   of grants starts the real election. A leadership transfer (TimeoutNow) skips the pre-vote. And etcd's rule:
   a node whose term ran ahead answers a lower-term AppendEntries with its term (`stale_term`), so the leader
   steps down and the cluster converges instead of that node never rejoining.
@@ -194,7 +197,7 @@ HUNKS: tuple[Hunk, ...] = (
         if self.__raftState == _RAFT_STATE.LEADER:
             return True
         return self.__raftLeader is not None and \\
-            monotonicTime() - self.__lastLeaderContact < self.__conf.raftMinTimeout
+            monotonicTime() - self.__lastLeaderContact < self.__conf.raftMinTimeout / 2
 
     def __applyLogEntries(self):
 """,
