@@ -13,8 +13,8 @@ from typing import Any
 import uvloop
 
 from groupcoord.admin_cli import parse_bootstrap
-from groupcoord.bench import groups, offsets, scale
-from groupcoord.bench.cluster import BenchCluster
+from groupcoord.bench import flood, groups, offsets, scale
+from groupcoord.bench.cluster import MANY_MEMBERS_FLAGS, BenchCluster
 from groupcoord.bench.stats import emit, machine, median_of
 from groupcoord.client.security import PLAINTEXT
 from groupcoord.errors import UserError
@@ -35,6 +35,7 @@ def _scenario(name: str) -> Scenario:
         "failover": lambda c, a: groups.failover(c, a.groups, a.members_per_group, a.heartbeat_interval_ms),
         "heartbeats": lambda c, a: scale.heartbeats(c, a),
         "scale": lambda c, a: scale.scale(c, a),
+        "flood": lambda c, a: flood.flood(c, a),
     }
     return table[name]
 
@@ -55,7 +56,8 @@ def run(args: argparse.Namespace) -> int:
     runs: list[dict[str, Any]] = []
     node_flags: list[str] = []
     for _ in range(args.runs):
-        cluster = BenchCluster(args.node_flag, bootstrap, security=security)
+        flags = args.node_flag if args.scenario == "flood" else [*MANY_MEMBERS_FLAGS, *args.node_flag]
+        cluster = BenchCluster(flags, bootstrap, security=security)
         node_flags = cluster.node_flags if cluster.owned else []
         load = round(os.getloadavg()[0], 2)
         try:

@@ -9,6 +9,8 @@ import argparse
 
 from groupcoord.security_flags import add_security_flags
 
+# The kinds of `flood` (bench/flood.py, not imported here: `--help` stays quick).
+FLOODS = ("connections", "streams", "requests")
 SCENARIOS = {
     "commit-latency": "one client, sequential OffsetCommit of one partition → p50/p99/max",
     "commit-throughput": "many commits in flight for a while → ops/s, p50/p99",
@@ -17,6 +19,8 @@ SCENARIOS = {
     "failover": "G Stable groups, kill -9 of the node coordinating most → seconds until all heartbeat again",
     "heartbeats": "M members heartbeating at 3 s intervals, M stepped up → the largest M with p99 under a limit",
     "scale": "G groups x 5 members → RSS per node, DescribeGroups/ListGroups latency, failover time",
+    "flood": "N idle connections, then M streams on one connection, against one node → a good client's p50/p99 "
+    "and the node's RSS and fds before, during and after",
 }
 
 
@@ -28,6 +32,21 @@ def _sizes(text: str) -> list[int]:
     if not sizes or min(sizes) < 1:
         raise argparse.ArgumentTypeError(f"expected counts of at least 1, got {text!r}")
     return sizes
+
+
+def _floods(text: str) -> list[str]:
+    kinds = [x.strip() for x in text.split(",") if x.strip()]
+    unknown = [k for k in kinds if k not in FLOODS]
+    if not kinds or unknown:
+        raise argparse.ArgumentTypeError(f"expected some of {','.join(FLOODS)}, got {text!r}")
+    return kinds
+
+
+def _sources(text: str) -> int:
+    value = _positive(text)
+    if value > 100:
+        raise argparse.ArgumentTypeError(f"expected at most 100, got {value}")
+    return value
 
 
 def _positive(text: str) -> int:
@@ -92,6 +111,24 @@ def _add_options(name: str, p: argparse.ArgumentParser) -> None:
                        "groups (default: %(default)s)")  # fmt: skip
         p.add_argument("--samples", type=_positive, default=200, help="DescribeGroups calls timed "
                        "(default: %(default)s)")  # fmt: skip
+    elif name == "flood":
+        p.add_argument("--connections", type=_positive, default=2000, help="connections of the connection flood, "
+                       "each through the HTTP/2 preface and SETTINGS (default: %(default)s)")  # fmt: skip
+        p.add_argument("--sources", type=_sources, default=1, metavar="N", help="local addresses the connection "
+                       "flood comes from, 127.0.0.101 on, so that a per-address cap does not stop it all (1: the "
+                       "kernel's choice; at most 100; default: %(default)s)")  # fmt: skip
+        p.add_argument("--streams", type=_positive, default=10_000, help="streams of a stream flood, all on one "
+                       "connection (default: %(default)s)")  # fmt: skip
+        p.add_argument("--floods", type=_floods, default=list(FLOODS), metavar="KIND,...", help="the floods, in "
+                       "turn: connections; streams (HEADERS of a Heartbeat, its message never sent: the node holds "
+                       "each call); requests (HEADERS and the message: the node answers each) (default: "
+                       f"{','.join(FLOODS)})")  # fmt: skip
+        p.add_argument("--baseline-s", type=float, default=5.0, metavar="S", help="the good client measured before "
+                       "any flood (default: %(default)s)")  # fmt: skip
+        p.add_argument("--hold-s", type=float, default=5.0, metavar="S", help="seconds each flood is held open "
+                       "(default: %(default)s)")  # fmt: skip
+        p.add_argument("--after-s", type=float, default=15.0, metavar="S", help="seconds watched after each flood, "
+                       "RSS read at +1, +5 and +15 s within them (default: %(default)s)")  # fmt: skip
 
 
 def _run(args: argparse.Namespace) -> int:

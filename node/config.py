@@ -150,7 +150,7 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting(
         "max_concurrent_streams",
-        10_000,
+        1_000,
         "Calls in flight on one client connection (HTTP/2 MAX_CONCURRENT_STREAMS); more are refused "
         "(REFUSED_STREAM), and a gRPC client queues them.",
         minimum=1,
@@ -180,10 +180,17 @@ SETTINGS: tuple[Setting, ...] = (
         "(GOAWAY ENHANCE_YOUR_CALM, too_many_pings); 0 means no limit.",
     ),
     Setting(
+        "allocator",
+        "jemalloc",
+        "`jemalloc`: the node re-executes itself with jemalloc preloaded when it is installed, so memory freed after "
+        "a flood goes back to the system; `system`: the C library's malloc.",
+        choices=("jemalloc", "system"),
+    ),
+    Setting(
         "memory_trim_interval_ms",
         10_000,
-        "How often the node hands memory it has freed back to the system (glibc malloc_trim), so that a flood "
-        "of connections or calls does not leave the process at its peak size; 0 turns it off.",
+        "How often the node asks glibc's malloc to hand free memory back to the system (malloc_trim); 0 turns "
+        "it off.",
     ),
     Setting("shutdown_grace_ms", 5_000, "On SIGTERM/SIGINT, how long in-flight calls may take to finish."),
     Setting(
@@ -377,6 +384,7 @@ class NodeSettings:
     keepalive_min_ping_interval_ms: int
     keepalive_max_ping_strikes: int
     memory_trim_interval_ms: int
+    allocator: str
     shutdown_grace_ms: int
     events_segment_bytes: int
     events_max_segments: int
@@ -480,6 +488,7 @@ def _build(values: dict[str, int | str]) -> NodeSettings:
         keepalive_min_ping_interval_ms=int(values["keepalive_min_ping_interval_ms"]),
         keepalive_max_ping_strikes=int(values["keepalive_max_ping_strikes"]),
         memory_trim_interval_ms=int(values["memory_trim_interval_ms"]),
+        allocator=str(values["allocator"]),
         shutdown_grace_ms=int(values["shutdown_grace_ms"]),
         events_segment_bytes=int(values["events_segment_bytes"]),
         events_max_segments=int(values["events_max_segments"]),

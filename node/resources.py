@@ -1,8 +1,11 @@
-"""The process's own resources under load it does not choose: file descriptors and memory handed back.
+"""The process's own resources under load it does not choose: file descriptors, and memory handed back.
 
-A flood of connections or calls makes grpc core and the interpreter allocate and then free a lot of small blocks;
-glibc keeps freed memory in its arenas, so without a trim the node stays at the flood's peak size for good
-(measured in docs/FUZZING.md). `trim_memory` gives it back periodically.
+A flood of connections or calls makes grpc core allocate and then free many small blocks from its threads. glibc's
+malloc keeps what they freed in per-thread arenas, fragmented, so a node stayed about 8 KB per connection of the
+flood's peak above its baseline for good; neither `malloc_trim` nor fewer arenas gave it back (docs/FUZZING.md).
+jemalloc, with its background thread returning dirty pages after a second, does: `use_jemalloc` re-executes the
+node with it preloaded when it is installed (Debian: libjemalloc2). `trim_memory` still hands glibc's free pages
+back sooner where the node runs without it.
 """
 
 from __future__ import annotations
@@ -12,12 +15,59 @@ import contextlib
 import ctypes
 import ctypes.util
 import logging
+import os
 import resource
+import sys
 from collections.abc import Callable
+from pathlib import Path
 
 from groupcoord.node.logs import fields
 
 log = logging.getLogger(__name__)
+
+JEMALLOC = "libjemalloc.so.2"
+JEMALLOC_DIRS = ("/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64", "/usr/lib", "/usr/local/lib")
+# Dirty pages go back to the system after a second, by jemalloc's own thread; no muzzy stage in between.
+JEMALLOC_CONF = "background_thread:true,dirty_decay_ms:1000,muzzy_decay_ms:0"
+# Set in the re-executed process, so that a jemalloc that does not load cannot make the node exec forever.
+REEXEC_MARK = "GROUPCOORD_ALLOCATOR_REEXEC"
+
+
+def jemalloc_loaded() -> bool:
+    try:
+        return JEMALLOC in Path("/proc/self/maps").read_text()
+    except OSError:
+        return False
+
+
+def _find_jemalloc() -> str | None:
+    for directory in JEMALLOC_DIRS:
+        path = os.path.join(directory, JEMALLOC)
+        if os.path.exists(path):
+            return path
+    return None
+
+
+def use_jemalloc() -> str:
+    """Re-executes this process with jemalloc preloaded, unless it already runs with it; returns (in the process
+    that carries on) why the node runs with the allocator it has."""
+    if jemalloc_loaded():
+        return "jemalloc"
+    if os.environ.get(REEXEC_MARK):
+        return "system: jemalloc was preloaded but did not load"
+    path = _find_jemalloc()
+    if path is None:
+        return f"system: {JEMALLOC} not found (Debian: apt-get install libjemalloc2)"
+    env = dict(os.environ)
+    env["LD_PRELOAD"] = f"{path} {env['LD_PRELOAD']}" if env.get("LD_PRELOAD") else path
+    env.setdefault("MALLOC_CONF", JEMALLOC_CONF)
+    # Python's own small-object arenas are freed only when wholly empty; through jemalloc, what a flood of calls
+    # left behind goes back too (no measurable cost per call: docs/FUZZING.md).
+    env.setdefault("PYTHONMALLOC", "malloc")
+    env[REEXEC_MARK] = "1"
+    os.execve(sys.executable, [sys.executable, *sys.orig_argv[1:]], env)
+    raise AssertionError("unreachable: execve returned")
+
 
 # Descriptors the node needs besides client connections: Raft ports and peer links, journals, event files, logs.
 RESERVED_FDS = 256

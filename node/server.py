@@ -23,7 +23,7 @@ from groupcoord.node.events import EventFiles
 from groupcoord.node.hostile import MalformedInput, MalformedLogFilter, guarded_server, install_log_filter
 from groupcoord.node.logs import fields
 from groupcoord.node.metrics import NodeMetrics
-from groupcoord.node.resources import raise_fd_limit, trim_memory
+from groupcoord.node.resources import raise_fd_limit, trim_memory, use_jemalloc
 from groupcoord.node.service import SERVICE_NAME, GroupCoordinatorService
 from groupcoord.node.tls import server_credentials
 from groupcoord.raft.partition import RaftSettings
@@ -218,6 +218,9 @@ def server_options(settings: NodeSettings) -> list[tuple[str, int]]:
         ("grpc.max_send_message_length", settings.max_response_bytes),
         ("grpc.max_allowed_incoming_connections", settings.max_connections),
         ("grpc.max_concurrent_streams", settings.max_concurrent_streams),
+        # grpc core's overload protection counts a stream until the server has freed it, not until it ended, so a
+        # client that keeps to max_concurrent_streams still had calls refused (docs/FUZZING.md). The limit is ours.
+        ("grpc.http.overload_protection", 0),
         ("grpc.max_connection_idle_ms", settings.connection_idle_timeout_ms),
         ("grpc.server_handshake_timeout_ms", settings.connection_handshake_timeout_ms),
         # The server's side of keepalive: how often a client may ping without calls, and how many early pings it
@@ -247,5 +250,7 @@ def raft_settings(settings: NodeSettings) -> RaftSettings:
 
 def run(settings: NodeSettings) -> int:
     """Runs a node in the foreground until SIGTERM or SIGINT; 0 after a graceful shutdown, 1 if its server died."""
+    allocator = use_jemalloc() if settings.allocator == "jemalloc" else "system: allocator = system"
     logs.setup(settings.log_level, settings.log_format)
+    log.info("node.allocator", extra=fields(allocator=allocator))
     return (uvloop.run if settings.event_loop == "uvloop" else asyncio.run)(_main(settings))

@@ -132,6 +132,29 @@ def test_scale() -> None:
     assert run["partitions_moved"] >= 1 and run["new_leaders_serving_s"] > 0
 
 
+@pytest.mark.timeout(90)
+def test_flood() -> None:
+    run = bench(
+        "flood", "--connections", "50", "--streams", "200", "--baseline-s", "1", "--hold-s", "1", "--after-s", "1",
+    )["runs"][0]  # fmt: skip
+    baseline = run["baseline"]
+    assert run["node"] == 1 and baseline["rss_mb"] > 0 and baseline["fds"] > 0
+    assert baseline["good_client"]["count"] > 0 and baseline["good_client"]["failures"] == {}
+    for kind, count in (("connections", 50), ("streams", 200), ("requests", 200)):
+        got = run[kind]
+        assert (got["count"], got["opened"], got["failed"]) == (count, count, {}), got
+        for phase in ("good_client_during", "good_client_after"):
+            ordered(got[phase], got[phase]["count"])
+        assert got["rss_peak_mb"] >= got["rss_before_mb"] > 0
+        assert set(got["rss_after_mb"]) == {"1s"}
+        assert got["closed_by_server"] == 0 and got["goaway"] == {}
+    assert run["connections"]["fds_held"] >= baseline["fds"] + 50
+    assert run["streams"]["server_max_concurrent_streams"] == run["requests"]["server_max_concurrent_streams"] > 0
+    # Held streams are never answered (the node waits for their message) and are reset at the end; requests are.
+    assert (run["streams"]["grpc_status"], run["streams"]["reset_by_us"]) == ({}, 200)
+    assert (run["requests"]["grpc_status"], run["requests"]["reset_by_us"]) == ({"OK": 200}, 0)
+
+
 def test_bootstrap_refused_for_a_scenario_that_kills() -> None:
     out = subprocess.run(
         [sys.executable, "-m", "groupcoord", "bench", "failover", "--bootstrap", "127.0.0.1:1"],
