@@ -5,7 +5,7 @@ no per-address limit and no hook before accept. So the node looks at its own soc
 it lists the connected TCP sockets on the client port (`/proc/self/fd`), and when an address holds more than
 `max_connections_per_ip`, it shuts the newest of them down (`shutdown(2)`; grpc core sees the connection end and
 cleans up, the descriptor stays grpc's). An address over the limit keeps its oldest connections, so a client
-that was there before a flood from its own address keeps working.
+that was there before a flood from its own address (seen by an earlier scan) keeps working.
 
 Only Linux has `/proc/self/fd`; elsewhere the limit is not enforced and the node says so once at start.
 """
@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import ipaddress
 import logging
 import os
@@ -32,14 +31,6 @@ SCAN_PERIOD_S = 1.0
 CUT_LOG_PER_S = 5
 
 OnCut = Callable[[int], None]
-
-
-@dataclasses.dataclass
-class _Seen:
-    """A client connection: its address, and the scan that first saw it (older ones are kept first)."""
-
-    address: str
-    scan: int
 
 
 def _peer_address(fd: int, port: int) -> str | None:
@@ -82,7 +73,8 @@ class ConnectionsPerAddress:
         self._limit = limit
         self._on_cut = on_cut
         self._scan = 0
-        self._seen: dict[int, _Seen] = {}  # socket inode -> what was seen of it
+        self._first_scan: dict[int, int] = {}  # socket inode -> the scan that first saw it (older ones are kept)
+        self._addresses: dict[int, str | None] = {}  # socket inode -> its client address on the port, if one
         self._log = LogBudget(CUT_LOG_PER_S)
 
     @staticmethod
@@ -102,27 +94,27 @@ class ConnectionsPerAddress:
                     continue
                 if target.startswith("socket:["):
                     entries.append((int(entry.name), int(target[8:-1])))
+        # When each socket was first seen is kept on every scan (it is what decides which are the newest); which
+        # address it belongs to is looked up only once some address could be over the limit.
+        first = {inode: self._first_scan.get(inode, self._scan) for _, inode in entries}
+        self._first_scan = first
         if len(entries) <= self._limit:
-            self._seen.clear()  # no address can be over the limit: nothing to remember either
+            self._addresses.clear()
             return {}
-        current: dict[int, _Seen] = {}
+        addresses: dict[int, str | None] = {}
         by_address: dict[str, list[tuple[int, int]]] = {}
         for fd, inode in entries:
-            seen = self._seen.get(inode)
-            if seen is None:
-                address = _peer_address(fd, self._port)
-                if address is None:
-                    continue
-                seen = _Seen(address, self._scan)
-            current[inode] = seen
-            by_address.setdefault(seen.address, []).append((fd, inode))
-        self._seen = current
+            address = self._addresses[inode] if inode in self._addresses else _peer_address(fd, self._port)
+            addresses[inode] = address
+            if address is not None:
+                by_address.setdefault(address, []).append((fd, inode))
+        self._addresses = addresses
         counts = {}
         for address, conns in by_address.items():
             excess = len(conns) - self._limit
             if excess > 0:
-                # Newest first: seen in the latest scan, then the highest inode (the kernel numbers them in order).
-                conns.sort(key=lambda c: (current[c[1]].scan, c[1]), reverse=True)
+                # Newest first: first seen in the latest scan (within one scan the order is arbitrary).
+                conns.sort(key=lambda c: (first[c[1]], c[1]), reverse=True)
                 cut = sum(_shutdown(fd, address, self._port) for fd, _ in conns[:excess])
                 self._report(address, len(conns), cut)
                 counts[address] = len(conns) - cut
