@@ -189,8 +189,7 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "memory_trim_interval_ms",
         10_000,
-        "How often the node asks glibc's malloc to hand free memory back to the system (malloc_trim); 0 turns "
-        "it off.",
+        "How often the node asks glibc's malloc to hand free memory back to the system (malloc_trim); 0 turns it off.",
     ),
     Setting("shutdown_grace_ms", 5_000, "On SIGTERM/SIGINT, how long in-flight calls may take to finish."),
     Setting(

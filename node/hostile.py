@@ -44,7 +44,9 @@ MALFORMED_LOG_PER_S = 10
 UNREGISTERED_PATH = "unregistered_path"
 HEADER_ENCODING = "header_encoding"
 CLIENT_GONE = "client_gone"
-KINDS = (UNREGISTERED_PATH, HEADER_ENCODING, CLIENT_GONE)
+BAD_PAYLOAD = "bad_payload"
+METRICS_CONNECTION = "metrics_connection"
+KINDS = (UNREGISTERED_PATH, HEADER_ENCODING, CLIENT_GONE, BAD_PAYLOAD, METRICS_CONNECTION)
 
 OnMalformed = Callable[[str], None]
 
@@ -120,7 +122,14 @@ class MalformedLogFilter(logging.Filter):
     Anything else it logs passes unchanged."""
 
     # Message prefixes of grpcio's log lines (grpc/_cython/_cygrpc) and the kind each one is.
-    PREFIXES = (("Invalid encoding on", HEADER_ENCODING), ("ExecuteBatchError", CLIENT_GONE))
+    # `Unexpected [DecodeError]`: a body that is not the request message, to grpcio's health or reflection servicer
+    # (the node's own service parses its requests itself and answers INVALID_ARGUMENT).
+    PREFIXES = (
+        ("Invalid encoding on", HEADER_ENCODING),
+        ("ExecuteBatchError", CLIENT_GONE),
+        ("Failed sending error status from server", CLIENT_GONE),
+        ("Unexpected [DecodeError]", BAD_PAYLOAD),
+    )
 
     def __init__(self, malformed: MalformedInput) -> None:
         super().__init__()

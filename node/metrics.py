@@ -25,7 +25,9 @@ import asyncio
 import collections
 import concurrent.futures
 import logging
+import sys
 import threading
+import time
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from time import perf_counter
 from typing import Any, Protocol
@@ -49,7 +51,7 @@ from groupcoord.coordinator.runtime import Runtime
 from groupcoord.coordinator.state import GroupState
 from groupcoord.errors import StartupError
 from groupcoord.node import hostile
-from groupcoord.node.logs import fields
+from groupcoord.node.logs import LogBudget, fields
 from groupcoord.node.partitions import Role
 from groupcoord.protocol import records as r
 from groupcoord.protocol.errors import Errors
@@ -248,6 +250,7 @@ class NodeMetrics:
         # group id -> time_ms of the RebalanceStarted that began its current rebalance; only groups mid-rebalance.
         self._rebalance_started_ms: dict[str, int] = {}
         self._http: tuple[Any, threading.Thread] | None = None
+        self._failed_log = LogBudget(hostile.MALFORMED_LOG_PER_S)
 
     # -- requests -----------------------------------------------------------------------------------
 
@@ -365,8 +368,21 @@ class NodeMetrics:
             server, thread = start_http_server(port, host, self.registry)
         except OSError as exc:
             raise StartupError(f"cannot serve metrics on {host}:{port}: {exc.strerror or exc}") from None
+        # socketserver prints a traceback to stderr for every connection that fails (a client resetting it, say).
+        server.handle_error = self._request_failed  # type: ignore[method-assign]
         self._http = (server, thread)
         return server.server_port
+
+    def _request_failed(self, _request: object, client_address: object) -> None:
+        """A failed connection to the metrics port: one rate-limited line and a count, not a traceback."""
+        self.on_malformed(hostile.METRICS_CONNECTION)
+        skipped = self._failed_log.take(time.monotonic())
+        if skipped is not None:
+            error = sys.exc_info()[1]
+            log.warning(
+                "metrics.request_failed",
+                extra=fields(peer=str(client_address), error=repr(error), not_logged_before=skipped),
+            )
 
     def close(self) -> None:
         """Stops the endpoint (blocks up to half a second: the server's poll interval)."""
