@@ -42,7 +42,7 @@ from groupcoord.protocol.errors import Errors
 from groupcoord.protocol.v1 import groupcoord_pb2 as pb
 from groupcoord.protocol.v1 import groupcoord_pb2_grpc as pb_grpc
 from tests.e2e.support import NodeProcess, health_status, start_node, stop_node
-from tests.fuzz import h2fuzz
+from tests.fuzz import h2fuzz, http2
 from tests.fuzz.profiles import LONG, time_limit
 from tests.fuzz.support import PARTITIONS, SECRET, FuzzNode, anchor, anchored, failures, raft_view
 
@@ -375,17 +375,8 @@ def h2_call(path: bytes, message: bytes) -> bytes:
     )
 
 
-def exchange(port: int, data: bytes, wait_s: float = 0.5) -> bytes:
-    received = b""
-    with socket.create_connection((h2fuzz.LOCALHOST, port), timeout=5) as sock:
-        sock.sendall(data)
-        sock.settimeout(wait_s)
-        try:
-            while chunk := sock.recv(65_536):
-                received += chunk
-        except (TimeoutError, ConnectionError):
-            pass
-    return received
+def exchange(port: int, data: bytes) -> bytes:
+    return http2.answer((h2fuzz.LOCALHOST, port), data, wait_s=0.5)
 
 
 @time_limit(30)
