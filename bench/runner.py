@@ -13,8 +13,8 @@ from typing import Any
 import uvloop
 
 from groupcoord.admin_cli import parse_bootstrap
-from groupcoord.bench import flood, groups, offsets, scale
-from groupcoord.bench.cluster import MANY_MEMBERS_FLAGS, BenchCluster
+from groupcoord.bench import durability, flood, groups, offsets, scale
+from groupcoord.bench.cluster import BASE_FLAGS, MANY_MEMBERS_FLAGS, BenchCluster
 from groupcoord.bench.stats import emit, machine, median_of
 from groupcoord.client.security import PLAINTEXT
 from groupcoord.errors import UserError
@@ -22,6 +22,8 @@ from groupcoord.security_flags import FLAGS, client_security
 
 Scenario = Callable[[BenchCluster, argparse.Namespace], Awaitable[dict[str, Any]]]
 KILLS_A_NODE = ("failover", "scale")
+# Scenarios that start several clusters per run, each with node flags of its own (bench/durability.py).
+OWN_CLUSTERS = ("durability",)
 
 
 def _scenario(name: str) -> Scenario:
@@ -49,22 +51,30 @@ def run(args: argparse.Namespace) -> int:
     bootstrap = parse_bootstrap(args.bootstrap) if args.bootstrap else None
     if bootstrap and args.scenario in KILLS_A_NODE:
         raise UserError(f"{args.scenario} kills a node: it needs a cluster of its own (no --bootstrap)")
+    if bootstrap and args.scenario in OWN_CLUSTERS:
+        raise UserError(f"{args.scenario} sets node flags: it needs clusters of its own (no --bootstrap)")
+    if args.scenario == "durability" and any(f.startswith("--durability") for f in args.node_flag):
+        raise UserError("durability sets --durability on each of its clusters: no --node-flag=--durability")
     security = client_security(args)
     if security != PLAINTEXT and not bootstrap:
         raise UserError("--ca-file, --cert-file, --key-file and --token are for a --bootstrap cluster")
-    scenario = _scenario(args.scenario)
     runs: list[dict[str, Any]] = []
     node_flags: list[str] = []
-    for _ in range(args.runs):
+    flags_by_mode: dict[str, list[str]] = {}
+    for index in range(args.runs):
         flags = args.node_flag if args.scenario == "flood" else [*MANY_MEMBERS_FLAGS, *args.node_flag]
-        cluster = BenchCluster(flags, bootstrap, security=security)
-        node_flags = cluster.node_flags if cluster.owned else []
         load = round(os.getloadavg()[0], 2)
-        try:
-            cluster.start()
-            result = uvloop.run(scenario(cluster, args))
-        finally:
-            cluster.stop()
+        if args.scenario in OWN_CLUSTERS:
+            result, flags_by_mode = durability.run_once(flags, args, index)
+            node_flags = [*BASE_FLAGS, *flags]
+        else:
+            cluster = BenchCluster(flags, bootstrap, security=security)
+            node_flags = cluster.node_flags if cluster.owned else []
+            try:
+                cluster.start()
+                result = uvloop.run(_scenario(args.scenario)(cluster, args))
+            finally:
+                cluster.stop()
         runs.append({"loadavg_1m_before": load, **result})
         # Each run as it ends, so that a long series that is cut short still leaves its figures.
         print(f"run {len(runs)}: {json.dumps(runs[-1])}", file=sys.stderr, flush=True)
@@ -72,7 +82,12 @@ def run(args: argparse.Namespace) -> int:
         {
             "scenario": args.scenario,
             "options": _options(args),
-            "cluster": {"bootstrap": bootstrap, "node_flags": node_flags},
+            "cluster": {
+                "bootstrap": bootstrap,
+                "node_flags": node_flags,
+                # durability: all the node flags of each mode's clusters, its --durability included.
+                **({"node_flags_by_mode": flags_by_mode} if flags_by_mode else {}),
+            },
             "machine": machine(),
             "median": median_of(runs),
             "runs": runs,

@@ -14,6 +14,8 @@ FLOODS = ("connections", "streams", "requests")
 SCENARIOS = {
     "commit-latency": "one client, sequential OffsetCommit of one partition → p50/p99/max",
     "commit-throughput": "many commits in flight for a while → ops/s, p50/p99",
+    "durability": "commit-latency and commit-throughput on a fresh cluster with --durability=fsync and one with "
+    "--durability=memory per run → both side by side and the run's ratios fsync/memory",
     "join": "N members join one fresh group → seconds until all are Stable with an assignment",
     "rebalance": "a Stable group of N, one member leaves → seconds until the rest are Stable again",
     "failover": "G Stable groups, kill -9 of the node coordinating most → seconds until all heartbeat again",
@@ -61,26 +63,27 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--runs", type=_positive, default=1, metavar="N", help="runs, each on a fresh cluster; "
                         "the output has every run and the per-figure median (default: 1)")  # fmt: skip
     parser.add_argument("--bootstrap", metavar="HOST:PORT,...", help="use this running cluster instead of starting "
-                        "one (not for failover and scale, which kill a node)")  # fmt: skip
+                        "one (not for failover and scale, which kill a node, nor durability, which sets a node "
+                        "flag)")  # fmt: skip
     parser.add_argument("--node-flag", action="append", default=[], metavar="FLAG", help="extra flag for every node "
                         "the benchmark starts, e.g. --node-flag=--event-loop=asyncio (repeatable)")  # fmt: skip
     add_security_flags(parser)  # for a --bootstrap cluster that serves TLS or wants a token
 
 
 def _add_options(name: str, p: argparse.ArgumentParser) -> None:
-    if name in ("commit-latency", "commit-throughput", "heartbeats"):
+    if name in ("commit-latency", "commit-throughput", "durability", "heartbeats"):
         p.add_argument("--rpc", choices=("batched", "unary"), default="batched",
                        help="heartbeats and commits over the batch streams, one per node for the client process, as "
                        "the SDK sends them; or a unary call each (default: %(default)s)")  # fmt: skip
-    if name == "commit-latency":
+    if name in ("commit-latency", "durability"):
         p.add_argument("--ops", type=_positive, default=3000, help="sequential commits (default: %(default)s)")
-    elif name == "commit-throughput":
+    if name in ("commit-throughput", "durability"):
         p.add_argument("--in-flight", type=_positive, default=64, help="concurrent commits (default: %(default)s)")
         p.add_argument("--duration", type=float, default=10.0, metavar="S", help="seconds (default: %(default)s)")
         p.add_argument("--groups", type=_positive, default=8, help="single-member groups the commits are spread "
                        "over, each on a partition of its own while there are partitions left, their leaders as "
                        "evenly loaded as can be (default: %(default)s)")  # fmt: skip
-    elif name in ("join", "rebalance"):
+    if name in ("join", "rebalance"):
         p.add_argument("--members", type=_sizes, default=[100, 1000], metavar="N,...",
                        help="group sizes, one fresh group each (default: 100,1000)")  # fmt: skip
         p.add_argument("--heartbeat-interval-ms", type=_positive, metavar="MS",

@@ -27,10 +27,11 @@ from groupcoord.errors import StartupError, UserError
 from groupcoord.logfields import fields
 from groupcoord.node.balance import LeaderBalancer
 from groupcoord.node.clock import SystemClock
-from groupcoord.node.events import EventFiles
+from groupcoord.node.events import EventFiles, PartitionEvents
 from groupcoord.node.partitions import PartitionHost, Role
 from groupcoord.node.topology import Peer, check_partition_count, parse_peers, partition_for
 from groupcoord.protocol import records as r
+from groupcoord.raft.journal import CheckedJournal, JournalError
 from groupcoord.raft.partition import PartitionReplica, RaftSettings
 
 if TYPE_CHECKING:
@@ -110,24 +111,45 @@ class NodeCluster:
         self.hosts: list[PartitionHost] = []
         for k in range(partitions):
             writer = events.writer(root, k) if events is not None else None
-            replica = PartitionReplica(
-                k,
-                node_id,
-                me.raft_address(k),
-                [p.raft_address(k) for p in self.peers if p.node_id != node_id],
-                secret,
-                str(root / f"partition-{k}"),
-                settings,
-                # Peers know this replica by its address in `peers`; it listens on this node's host.
-                bind_address=f"{host}:{me.raft_port + k}",
-                on_events=writer.write if writer is not None else None,
-                on_state_change=self._wake_poll,
-            )
+            try:
+                replica = self._replica(k, node_id, me, secret, root, settings, host, writer)
+            except JournalError as exc:
+                for started in self.hosts:
+                    started.replica.destroy()
+                raise StartupError(str(exc)) from None
             self.hosts.append(PartitionHost(replica, group_config, clock, loop, on_commit=on_commit, observer=observer))
         self._ready = asyncio.Event()
         self._on_ready_change: Callable[[bool], None] | None = None
         self._balancer = LeaderBalancer(node_id, self.peers, self.hosts)
         self._poller = loop.create_task(self._poll())
+
+    def _replica(
+        self,
+        k: int,
+        node_id: int,
+        me: Peer,
+        secret: str,
+        root: Path,
+        settings: RaftSettings,
+        host: str,
+        writer: PartitionEvents | None,
+    ) -> PartitionReplica:
+        return PartitionReplica(
+            k,
+            node_id,
+            me.raft_address(k),
+            [p.raft_address(k) for p in self.peers if p.node_id != node_id],
+            secret,
+            str(root / f"partition-{k}"),
+            settings,
+            # Peers know this replica by its address in `peers`; it listens on this node's host.
+            bind_address=f"{host}:{me.raft_port + k}",
+            on_events=writer.write if writer is not None else None,
+            on_state_change=self._wake_poll,
+        )
+
+    def journals(self) -> list[tuple[int, CheckedJournal]]:
+        return [(h.partition_id, h.replica.journal) for h in self.hosts]
 
     # -- leadership and readiness -----------------------------------------------------------------------
 

@@ -234,6 +234,15 @@ SETTINGS: tuple[Setting, ...] = (
         maximum=10_000,
     ),
     Setting(
+        "durability",
+        "fsync",
+        "`fsync`: every Raft entry, term and vote is on stable storage (fdatasync, one per tick for all that tick "
+        "wrote) before any message that depends on it leaves the node, so a power loss of every node loses no "
+        "acknowledged commit; `memory`: the journal reaches the page cache only (survives a killed process, not a "
+        "crashed OS; a replica restarted after a reboot takes no part in elections until it has caught up).",
+        choices=("fsync", "memory"),
+    ),
+    Setting(
         "tls_cert_file",
         "",
         "PEM certificate (chain) of the client gRPC port; with `tls_key_file` the port serves TLS only. Empty: "
@@ -392,6 +401,7 @@ class NodeSettings:
     raft_tick_period_ms: int
     raft_election_timeout_ms: int
     group: GroupConfig
+    durability: str = "fsync"
     tls_cert_file: str = ""
     tls_key_file: str = ""
     tls_client_ca_file: str = ""
@@ -496,6 +506,7 @@ def _build(values: dict[str, int | str]) -> NodeSettings:
         raft_tick_period_ms=int(values["raft_tick_period_ms"]),
         raft_election_timeout_ms=_election_timeout(values),
         group=group,
+        durability=str(values["durability"]),
         **_tls(values),
         **_acl(values),
     )

@@ -11,6 +11,8 @@ nodes and de-duplicates by (partition, index, position) (`groupcoord events expo
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import json
 import logging
 import os
@@ -56,6 +58,7 @@ class PartitionEvents:
         self.last_index = self._recover()
         self._file: Path | None = None
         self._size = 0
+        self._failing = False
 
     def _segments(self) -> list[Path]:
         return sorted(self.directory.glob(f"*{SUFFIX}"))
@@ -87,13 +90,35 @@ class PartitionEvents:
             self._rotate(index)
         assert self._file is not None
         data = "".join([_encode(e) + "\n" for e in events]).encode()
-        fd = os.open(self._file, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
-            os.write(fd, data)
+            fd = os.open(self._file, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        except OSError as exc:
+            self._failed(exc)
+            return
+        try:
+            if os.write(fd, data) != len(data):
+                raise OSError(errno.ENOSPC, "short write")
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, self._size)  # no half line for the next write to continue
+            self._failed(exc)
+            return
         finally:
             os.close(fd)
+        if self._failing:
+            self._failing = False
+            log.warning("events.write_recovered", extra=fields(file=str(self._file)))
         self._size += len(data)
         self.last_index = index
+
+    def _failed(self, exc: OSError) -> None:
+        """These events are lost from this node's files (readers see the hole through `prev_index`); said once."""
+        if not self._failing:
+            self._failing = True
+            log.error(
+                "events.write_failed",
+                extra=fields(file=str(self._file), error=errno.errorcode.get(exc.errno or 0, ""), reason=exc.strerror),
+            )
 
     def _rotate(self, first_index: int) -> None:
         segments = self._segments()

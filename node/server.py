@@ -105,6 +105,7 @@ class Node:
         extra: dict[str, str] = {}
         if metrics is not None:
             metrics.watch_cores(loop, cluster.leading_cores)
+            metrics.watch_journals(cluster.journals)
             extra["metrics_address"] = listen_address(
                 settings.host, metrics.serve(settings.host, settings.metrics_port)
             )
@@ -240,6 +241,7 @@ def raft_settings(settings: NodeSettings) -> RaftSettings:
         tick_period_s=settings.raft_tick_period_ms / 1000,
         election_min_s=election_ms / 1000,
         election_max_s=3 * election_ms / 1000,
+        durability=settings.durability,
     )
     if not settings.raft_batch_period_ms:
         return tick

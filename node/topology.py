@@ -87,7 +87,10 @@ def check_partition_count(data_dir: Path, partitions: int, node_ids: list[int]) 
                 f"not {partitions}: the partition count is fixed when a cluster is created"
             )
         return
-    data_dir.mkdir(parents=True, exist_ok=True)
     tmp = meta_path.with_suffix(".tmp")
-    tmp.write_text(json.dumps({"version": 1, "partitions": partitions, "node_ids": sorted(node_ids)}))
-    tmp.replace(meta_path)
+    try:
+        data_dir.mkdir(parents=True, exist_ok=True)
+        tmp.write_text(json.dumps({"version": 1, "partitions": partitions, "node_ids": sorted(node_ids)}))
+        tmp.replace(meta_path)
+    except OSError as exc:
+        raise StartupError(f"cannot write {meta_path}: {exc.strerror}") from None

@@ -28,8 +28,13 @@ and no fork of the gRPC process — pysyncobj only forks for its default seriali
 
 from __future__ import annotations
 
+import functools
 import logging
+import os
+import struct
 import threading
+import time
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -43,12 +48,17 @@ from groupcoord.coordinator.state import GroupStore
 from groupcoord.logfields import fields
 from groupcoord.protocol import records as r
 from groupcoord.raft.cipher import RaftCipher
+from groupcoord.raft.journal import CheckedJournal
 from groupcoord.raft.syncobj_patch import SyncObj, replicated
+from groupcoord.raft.transport import DurableTransport
 
 log = logging.getLogger(__name__)
 
 ENTRY_VERSION = 1
 SNAPSHOT_VERSION = 1
+# Snapshots start with this and a CRC-32 of the msgpack body that follows.
+SNAPSHOT_MAGIC = b"GCSNAP\x00\x01"
+SNAPSHOT_CRC = struct.Struct("<I")
 BARRIER, RECORDS = "barrier", "records"
 
 
@@ -74,6 +84,9 @@ class RaftSettings:
     tick_period_s: float = 0.05
     # Raft's pre-vote (raft/syncobj_patch.py): a node that was cut off does not depose a healthy leader on return.
     pre_vote: bool = True
+    # "fsync": entries, term and vote are on stable storage before any Raft message that depends on them leaves
+    # (raft/journal.py, raft/transport.py); "memory": the page cache only (lost with the OS, not with the process).
+    durability: str = "fsync"
 
 
 def _barrier_time(payload: bytes) -> int | None:
@@ -82,6 +95,52 @@ def _barrier_time(payload: bytes) -> int | None:
     except (ValueError, msgpack.UnpackException):
         return None
     return value if isinstance(value, int) else None
+
+
+class SnapshotDamaged(ValueError):
+    """A snapshot whose checksum or encoding is wrong (the message names the file)."""
+
+
+def _snapshot_body(path: str) -> dict[str, Any]:
+    """The snapshot's decoded body, checked; snapshots written before checksums (plain msgpack) are read as such."""
+    with open(path, "rb") as f:
+        data = f.read()
+    if data.startswith(SNAPSHOT_MAGIC):
+        header = len(SNAPSHOT_MAGIC) + SNAPSHOT_CRC.size
+        (crc,) = SNAPSHOT_CRC.unpack_from(data, len(SNAPSHOT_MAGIC))
+        data = data[header:]
+        if zlib.crc32(data) != crc:
+            raise SnapshotDamaged(f"snapshot {path}: checksum mismatch")
+    try:
+        body = msgpack.unpackb(data, raw=False, use_list=True, strict_map_key=False)
+    except (ValueError, TypeError, msgpack.UnpackException) as exc:
+        raise SnapshotDamaged(f"snapshot {path}: {exc}") from None
+    if not isinstance(body, dict):
+        raise SnapshotDamaged(f"snapshot {path}: not a snapshot")
+    return body
+
+
+def set_aside_damaged_snapshot(path: str) -> str | None:
+    """Moves a damaged snapshot out of pysyncobj's way; the reason, or None when it is sound or absent."""
+    if not os.path.exists(path):
+        return None
+    try:
+        _snapshot_body(path)
+    except SnapshotDamaged as exc:
+        kept = f"{path}.damaged-{int(time.time())}"
+        os.replace(path, kept)
+        log.error(
+            "snapshot.corrupt",
+            extra=fields(
+                file=path,
+                reason=str(exc),
+                kept_as=kept,
+                action="journal discarded too; this replica is rebuilt from the leader and takes no part in "
+                "elections until it has caught up",
+            ),
+        )
+        return str(exc)
+    return None
 
 
 def encode_entry(kind: str, term: int, node_id: int, payload: bytes) -> bytes:
@@ -133,8 +192,7 @@ class PartitionReplica(SyncObj):
             logCompactionMinEntries=settings.log_compaction_min_entries,
             logCompactionMinTime=settings.log_compaction_min_time_s,
             autoTickPeriod=settings.tick_period_s,
-            # Both: a journal alone cannot recover a replica after log compaction.
-            journalFile=f"{data_prefix}.journal",
+            # Snapshots beside the journal (conf.journal below): a journal alone cannot recover after compaction.
             fullDumpFile=f"{data_prefix}.snapshot",
             serializer=self._write_snapshot,
             deserializer=self._read_snapshot,
@@ -142,8 +200,21 @@ class PartitionReplica(SyncObj):
             # pysyncobj calls it on its tick thread when this replica becomes or stops being leader or candidate.
             onStateChanged=(lambda _old, _new: on_state_change()) if on_state_change is not None else None,
         )
-        conf.preVote = settings.pre_vote  # read by our patch of pysyncobj (raft/syncobj_patch.py)
-        super().__init__(self_address, peer_addresses, conf)
+        # Both read by our patch of pysyncobj (raft/syncobj_patch.py).
+        conf.preVote = settings.pre_vote
+        snapshot_damage = set_aside_damaged_snapshot(f"{data_prefix}.snapshot")
+        conf.journal = self.journal = CheckedJournal(
+            f"{data_prefix}.wal",
+            settings.durability,
+            legacy_path=f"{data_prefix}.journal",
+        )
+        if snapshot_damage is not None:
+            # Its entries continue a state that is gone: only the leader's copy (snapshot or log) can rebuild it.
+            self.journal.discard(snapshot_damage)
+        if not peer_addresses:
+            self.journal.set_trusted("a one-node cluster: there is no one else to catch up from")
+        transport = functools.partial(DurableTransport, journal=self.journal)
+        super().__init__(self_address, peer_addresses, conf, transportClass=transport)
 
     @property
     def encryptor(self) -> RaftCipher:
@@ -216,12 +287,14 @@ class PartitionReplica(SyncObj):
                 "store": self.store.snapshot(),
                 "raft": [list(last_entry), list(previous_entry), sorted(node.address for node in cluster)],
             }
+        data = msgpack.packb(body, use_bin_type=True)
         with open(path, "wb") as f:
-            f.write(msgpack.packb(body, use_bin_type=True))
+            f.write(SNAPSHOT_MAGIC + SNAPSHOT_CRC.pack(zlib.crc32(data)) + data)
+            f.flush()
+            os.fdatasync(f.fileno())  # before pysyncobj renames it into place and compacts the journal
 
     def _read_snapshot(self, path: str) -> tuple[Any, Any, Any]:
-        with open(path, "rb") as f:
-            body = msgpack.unpackb(f.read(), raw=False, use_list=True, strict_map_key=False)
+        body = _snapshot_body(path)
         if body.get("version") != SNAPSHOT_VERSION or body.get("partition") != self.partition_id:
             raise ValueError(f"snapshot {path} is not a v{SNAPSHOT_VERSION} snapshot of partition {self.partition_id}")
         last_entry, previous_entry, addresses = body["raft"]
@@ -234,7 +307,8 @@ class PartitionReplica(SyncObj):
     # -- status ---------------------------------------------------------------------------------------
 
     def is_leader(self) -> bool:
-        return self._isLeader()
+        """Leading, and able to write its journal (a replica that cannot is mute and loses the lead)."""
+        return self._isLeader() and self.journal.write_error is None
 
     def term(self) -> int:
         return self.raftCurrentTerm

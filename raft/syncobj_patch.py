@@ -3,8 +3,9 @@
 The patch is a list of small hunks applied, at import, to the `syncobj.py` of the pinned pysyncobj (checked by its
 SHA-256, so an upgrade fails loudly instead of patching code it was not written for); the module is compiled
 from the result, and its relative imports resolve to the installed pysyncobj package. Everything else of
-pysyncobj (transport, journal, serializer, config) is used as installed. docs/ARCHITECTURE.md lists every
-deviation; tests/raft/test_raft_rules.py has a test per hunk that fails on the unpatched code.
+pysyncobj (transport, serializer, config) is used as installed; the journal is ours. docs/ARCHITECTURE.md lists
+every deviation; tests/raft/test_raft_rules.py and test_storage_rules.py have a test per hunk that fails on the
+unpatched code.
 
 Why hunks and not a subclass: each fix sits inside one of pysyncobj's long inline methods (`_onTick`,
 `__onMessageReceived`), so a subclass would have to re-implement them around a dozen name-mangled attributes.
@@ -31,6 +32,22 @@ The hunks:
   of grants starts the real election. A leadership transfer (TimeoutNow) skips the pre-vote. And etcd's rule:
   a node whose term ran ahead answers a lower-term AppendEntries with its term (`stale_term`), so the leader
   steps down and the cluster converges instead of that node never rejoining.
+* `own_journal`: `conf.journal`, when set, is the replica's journal (ours, raft/journal.py: checksummed records,
+  no mmap) instead of pysyncobj's `FileJournal`.
+* `durability_barrier`: the transport's `flushDeferred()` (raft/transport.py) runs right before and right after
+  each poll, so messages that wait for the journal leave after one fdatasync for the whole tick.
+* `leader_self_count`: the leader counts itself toward a quorum only for entries its journal has on stable
+  storage (`durableIndex`), so its AppendEntries can leave before its own fdatasync (raft/transport.py).
+* `catch_up_*` (and the untrusted branch of `pre_vote_election`): a replica whose journal is untrusted (it may
+  lack entries it acknowledged) grants no vote or pre-vote and stands for no election until it holds a committed
+  entry of the current leader's term. A *fresh* journal (made at this start: a new cluster, or a wiped data
+  directory — the node cannot tell) is untrusted too; while fresh it sends `fresh` to its peers at each election
+  timeout, a replica whose log holds nothing (pristine) answers it with `fresh`, and a fresh replica is trusted
+  once every other replica of the partition has said `fresh` to it: then no replica held anything, so nothing
+  acknowledged can be missing (a brand-new cluster forms once all its nodes have started). One wiped among
+  replicas that hold data hears no `fresh` from them and catches up instead.
+* `snapshot_keeps_suffix`: after a crash between a snapshot and the journal's compaction, a restart cleared the
+  journal down to the snapshot's two entries, dropping the committed entries after them; they are kept now.
 """
 
 from __future__ import annotations
@@ -127,6 +144,7 @@ HUNKS: tuple[Hunk, ...] = (
         self.__preVoteTerm = None
         self.__preVotes = set()
         self.__lastLeaderContact = 0
+        self.__freshPeers = set()
 """,
     ),
     Hunk(
@@ -149,7 +167,9 @@ HUNKS: tuple[Hunk, ...] = (
                     self.__onBecomeLeader()
 """,
         """                self.__raftElectionDeadline = monotonicTime() + self.__generateRaftTimeout()
-                if self.__preVote and not self.__transferInProgress and self.__otherNodes:
+                if not getattr(self.__raftLog, 'trusted', True):
+                    self.__announceFresh()
+                elif self.__preVote and not self.__transferInProgress and self.__otherNodes:
                     self.__startPreVote()
                 else:
                     self.__startElection()
@@ -159,7 +179,12 @@ HUNKS: tuple[Hunk, ...] = (
         "pre_vote_methods",
         """    def __applyLogEntries(self):
 """,
-        """    def __startPreVote(self):
+        """    def __announceFresh(self):
+        if getattr(self.__raftLog, 'fresh', False):
+            for node in self.__otherNodes:
+                self.__transport.send(node, {'type': 'fresh'})
+
+    def __startPreVote(self):
         self.__preVoteTerm = self.__raftCurrentTerm + 1
         self.__preVotes = {self.__selfNode}
         for node in self.__otherNodes:
@@ -206,7 +231,18 @@ HUNKS: tuple[Hunk, ...] = (
         "pre_vote_messages",
         """        if message['type'] == 'request_vote' and self.__selfNode is not None:
 """,
-        """        if message['type'] == 'pre_vote' and self.__selfNode is not None:
+        """        if message['type'] == 'fresh':
+            if not getattr(self.__raftLog, 'pristine', False):
+                return
+            if not message.get('reply'):
+                self.__transport.send(node, {'type': 'fresh', 'reply': True})
+            if self.__raftLog.fresh:
+                self.__freshPeers.add(node)
+                if self.__freshPeers >= self.__otherNodes:
+                    self.__raftLog.set_trusted('every replica of the partition holds nothing: a new cluster')
+            return
+
+        if message['type'] == 'pre_vote' and self.__selfNode is not None:
             granted = message['term'] > self.__raftCurrentTerm and \\
                 not self.__heardFromLeaderRecently() and \\
                 self.__candidateLogUpToDate(message['last_log_index'], message['last_log_term'])
@@ -246,6 +282,90 @@ HUNKS: tuple[Hunk, ...] = (
             self.__preVoteTerm = None
             if message['term'] > self.__raftCurrentTerm:
                 self.__setCurrentTerm(message['term'], None)
+""",
+    ),
+    Hunk(
+        "own_journal",
+        "        self.__raftLog = createJournal(self.__conf.journalFile)\n",
+        """        self.__raftLog = self.__conf.journal if getattr(self.__conf, 'journal', None) is not None \\
+            else createJournal(self.__conf.journalFile)
+""",
+    ),
+    Hunk(
+        "durability_barrier",
+        "        self._poller.poll(timeToWait)\n",
+        """        flushDeferred = getattr(self.__transport, 'flushDeferred', None)
+        if flushDeferred is not None:
+            flushDeferred()
+        self._poller.poll(timeToWait)
+        if flushDeferred is not None:
+            flushDeferred()
+""",
+    ),
+    Hunk(
+        "leader_self_count",
+        """                count = 1
+                for node in self.__otherNodes:
+                    if self.__raftMatchIndex[node] >= commitIdx:
+""",
+        """                count = 1 if commitIdx <= getattr(self.__raftLog, 'durableIndex', commitIdx) else 0
+                for node in self.__otherNodes:
+                    if self.__raftMatchIndex[node] >= commitIdx:
+""",
+    ),
+    Hunk(
+        "catch_up_no_pre_vote",
+        """            granted = message['term'] > self.__raftCurrentTerm and \\
+""",
+        """            granted = message['term'] > self.__raftCurrentTerm and \\
+                getattr(self.__raftLog, 'trusted', True) and \\
+""",
+    ),
+    Hunk(
+        "catch_up_no_vote",
+        """                    if self.__votedForNodeId is not None:
+                        return
+""",
+        """                    if self.__votedForNodeId is not None:
+                        return
+                    if not getattr(self.__raftLog, 'trusted', True):
+                        return
+""",
+    ),
+    Hunk(
+        "catch_up_done",
+        """            self.__raftLog.setRaftCommitIndex(self.__raftCommitIndex)
+
+        if message['type'] == 'apply_command':
+""",
+        """            self.__raftLog.setRaftCommitIndex(self.__raftCommitIndex)
+            if not getattr(self.__raftLog, 'trusted', True):
+                committed = self.__getEntries(self.__raftCommitIndex, 1)
+                if committed and committed[0][2] == self.__raftCurrentTerm:
+                    self.__raftLog.set_trusted()
+
+        if message['type'] == 'apply_command':
+""",
+    ),
+    Hunk(
+        "snapshot_keeps_suffix",
+        """            if clearJournal or \\
+                    len(self.__raftLog) < 2 or \\
+                    self.__raftLog[0] != data[2] or \\
+                    self.__raftLog[1] != data[1]:
+                self.__raftLog.clear()
+                self.__raftLog.add(*data[2])
+                self.__raftLog.add(*data[1])
+""",
+        """            pos = data[2][1] - self.__raftLog[0][1] if len(self.__raftLog) else -1
+            if clearJournal or pos < 0 or pos + 1 >= len(self.__raftLog) or \\
+                    tuple(self.__raftLog[pos]) != tuple(data[2]) or \\
+                    tuple(self.__raftLog[pos + 1]) != tuple(data[1]):
+                self.__raftLog.clear()
+                self.__raftLog.add(*data[2])
+                self.__raftLog.add(*data[1])
+            elif pos > 0:
+                self.__raftLog.deleteEntriesTo(pos)
 """,
     ),
 )

@@ -70,6 +70,34 @@ def test_commit_throughput(rpc: str) -> None:
     ordered(run["latency"], run["ops"])
 
 
+@pytest.mark.timeout(120)
+def test_durability_both_modes_side_by_side() -> None:
+    result = bench(
+        "durability", "--ops", "20", "--in-flight", "4", "--duration", "0.5", "--groups", "2", "--runs", "2",
+        timeout=110,
+    )  # fmt: skip
+    by_mode = result["cluster"]["node_flags_by_mode"]
+    assert set(by_mode) == {"fsync", "memory"}
+    for mode, flags in by_mode.items():
+        assert [f for f in flags if f.startswith("--durability")] == [f"--durability={mode}"]
+        assert "--group-initial-rebalance-delay-ms=0" in flags
+    assert [run["order"] for run in result["runs"]] == ["fsync,memory", "memory,fsync"]
+    for run in [*result["runs"], result["median"]]:
+        for mode in ("fsync", "memory"):
+            ordered(run[mode]["commit_latency"]["latency"], 20)
+            throughput = run[mode]["commit_throughput"]
+            assert throughput["ops"] > 0 and throughput["ops_per_s"] > 0
+        ratios = run["ratio_fsync_to_memory"]
+        assert set(ratios) == {"latency_p50", "latency_p99", "throughput"}
+        assert all(r > 0 for r in ratios.values())
+    run = result["runs"][0]
+    assert math.isclose(
+        run["ratio_fsync_to_memory"]["latency_p50"],
+        run["fsync"]["commit_latency"]["latency"]["p50_ms"] / run["memory"]["commit_latency"]["latency"]["p50_ms"],
+        abs_tol=0.001,
+    )
+
+
 @pytest.mark.timeout(60)
 def test_join() -> None:
     sizes = bench("join", "--members", "5,30")["runs"][0]["sizes"]
@@ -163,6 +191,23 @@ def test_bootstrap_refused_for_a_scenario_that_kills() -> None:
         timeout=30,
     )
     assert out.returncode == 2 and "needs a cluster of its own" in out.stderr
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--bootstrap", "127.0.0.1:1"], "needs clusters of its own"),
+        (["--node-flag=--durability=memory"], "no --node-flag=--durability"),
+    ],
+)
+def test_durability_refuses_what_would_change_its_modes(argv: list[str], message: str) -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "groupcoord", "bench", "durability", *argv],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert out.returncode == 2 and message in out.stderr
 
 
 def test_cadence_spreads_groups_and_keeps_a_group_in_step() -> None:

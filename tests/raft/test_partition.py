@@ -156,8 +156,12 @@ def test_a_follower_behind_a_compaction_catches_up_from_the_snapshot(cluster: Cl
 
 
 def test_a_replica_without_the_cluster_secret_gets_nothing(tmp_path: Path):
-    c = Cluster(tmp_path, secrets=[SECRET, SECRET, "wrong-secret"])
+    c = Cluster(tmp_path)  # a new cluster forms once every replica has started (raft/syncobj_patch.py, fresh)
     try:
+        c.leader()
+        c.stop(2)
+        c.secrets[2] = "wrong-secret"
+        c.replicas[2] = c.start(2)
         leader = c.leader()
         assert leader.node_id != 3
         assert _commit(leader, [_offset(1)])

@@ -335,7 +335,9 @@ def test_sticky_membership_changes_move_the_minimum(subs: dict[str, Subscription
     if left:
         after_leave = sticky.assign(left)
         moved = sum(1 for tp, member in owners(after_leave).items() if previous[tp] not in (member, gone))
-        assert moved == 0
+        # Only the leaver's partitions move, unless its leaving changed the topics' partition counts (members may
+        # disagree on them, and the largest count wins): then the balance of what is left may need a move too.
+        assert moved == 0 or topic_counts(left) != topic_counts(subs)
         counts = loads(after_leave)
         assert max(counts) - min(counts) <= 1
 

@@ -1,0 +1,74 @@
+"""Scrape-time metrics of the partitions' Raft journals (raft/journal.py): flushes, write errors, damage found at
+start, and replicas that take no part in elections until they have caught up.
+
+Read from the journals' own counters at scrape time, so writing a journal costs no metric call. The values are
+plain ints and bools written by each replica's tick thread; a scrape may see one a tick old.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+
+from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from groupcoord.raft.journal import CheckedJournal
+
+
+class JournalCollector(Collector):
+    def __init__(self, namespace: str, journals: Callable[[], Iterable[tuple[int, CheckedJournal]]]) -> None:
+        self._namespace = namespace
+        self._journals = journals
+
+    def describe(self) -> list[Metric]:
+        return list(self._families([]))
+
+    def collect(self) -> Iterator[Metric]:
+        yield from self._families(list(self._journals()))
+
+    def _families(self, journals: list[tuple[int, CheckedJournal]]) -> Iterator[Metric]:
+        ns = self._namespace
+        fsyncs = CounterMetricFamily(f"{ns}_journal_fsyncs", "fdatasync calls of the Raft journals (durability=fsync)")
+        fsync_seconds = CounterMetricFamily(
+            f"{ns}_journal_fsync_seconds", "Time spent in fdatasync by the Raft journals"
+        )
+        errors = CounterMetricFamily(
+            f"{ns}_journal_write_errors",
+            "Failed journal writes and flushes, by errno (ENOSPC: disk full); each is retried every tick",
+            labels=("error",),
+        )
+        failing = GaugeMetricFamily(
+            f"{ns}_journal_write_failing",
+            "1 while the partition's journal cannot be written: the replica sends nothing, so it neither "
+            "acknowledges nor leads, until a retry succeeds",
+            labels=("partition",),
+        )
+        damaged = GaugeMetricFamily(
+            f"{ns}_journal_damage_found",
+            "1 when the partition's journal or snapshot was found damaged at start (kind: torn_tail or corrupt); "
+            "the damaged part was dropped, never applied (the log line journal.corrupt names the file and offset)",
+            labels=("partition", "kind"),
+        )
+        catching_up = GaugeMetricFamily(
+            f"{ns}_raft_catching_up",
+            "1 while the partition's replica may lack entries it once acknowledged (damaged journal, page-cache "
+            "journal after a reboot) and so takes no part in elections until it holds a committed entry of the "
+            "current leader's term",
+            labels=("partition",),
+        )
+        size = GaugeMetricFamily(f"{ns}_journal_bytes", "Bytes of the partition's journal file", labels=("partition",))
+        by_error: dict[str, int] = {}
+        for partition, journal in journals:
+            label = str(partition)
+            failing.add_metric([label], int(journal.write_error is not None))
+            catching_up.add_metric([label], int(not journal.trusted))
+            size.add_metric([label], journal.size)
+            if journal.damage is not None:
+                damaged.add_metric([label, "torn_tail" if journal.damage.torn_tail else "corrupt"], 1)
+            for code, count in journal.write_errors.items():
+                by_error[code] = by_error.get(code, 0) + count
+        fsyncs.add_metric([], sum(j.fsyncs for _, j in journals))
+        fsync_seconds.add_metric([], sum(j.fsync_seconds for _, j in journals))
+        for code, count in sorted(by_error.items()):
+            errors.add_metric([code], count)
+        yield from (fsyncs, fsync_seconds, errors, failing, damaged, catching_up, size)
