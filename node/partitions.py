@@ -12,6 +12,9 @@ replicated are queued and proposed together as one entry when one commits, so th
 encryption, the sends, three applies, the callback hop to the loop) is paid per batch rather than per call
 under load, while a lone call is proposed on the next loop turn. A call's records always stay in one entry.
 
+Every reply waits for this leader's lease (`PartitionReplica.has_lease`, docs/ARCHITECTURE.md): a leader cut off
+from the others stops answering before another can have been elected.
+
 Leadership is polled from the event loop (`poll()`, every few ms by the node): on gaining it the node
 proposes its barrier (COORDINATOR_LOAD_IN_PROGRESS until it commits); on losing it, or on any failed
 proposal, it drops the working core and answers every parked or uncommitted request with
@@ -53,6 +56,8 @@ Token = int
 MAX_INFLIGHT_ENTRIES = 1
 # A merged entry takes no more calls once it holds this many records (one call's records are never split).
 MAX_BATCH_RECORDS = 2048
+# How often replies held for want of a leader lease check whether it has been renewed (a heartbeat period is 50 ms).
+LEASE_RETRY_S = 0.005
 
 
 class Role(enum.Enum):
@@ -102,6 +107,9 @@ class PartitionHost:
         self._flush_scheduled = False
         self._timer: asyncio.TimerHandle | None = None
         self._timer_deadline: int | None = None
+        # Replies held until this leader's lease is renewed (`_deliver`), and the retry that releases them.
+        self._unleased: list[tuple[Hashable, Message]] = []
+        self._lease_retry: asyncio.TimerHandle | None = None
         self._report_role()
 
     # -- leadership -----------------------------------------------------------------------------------
@@ -141,6 +149,9 @@ class PartitionHost:
         if self._timer is not None:
             self._timer.cancel()
         self._timer, self._timer_deadline = None, None
+        if self._lease_retry is not None:
+            self._lease_retry.cancel()
+        self._unleased, self._lease_retry = [], None
         waiting, self._waiting = self._waiting, {}
         for request, future in waiting.values():
             if not future.done():
@@ -242,6 +253,30 @@ class PartitionHost:
             self._flush()
 
     def _deliver(self, replies: list[tuple[Hashable, Message]]) -> None:
+        """Answers, but only within this leader's lease: a leader cut off from the others may already have been
+        replaced, and its answers (a stale offset, a heartbeat accepted) would then contradict the new one's.
+        Without a lease the replies wait for the next acknowledged heartbeat, or for the step-down that answers
+        them COORDINATOR_NOT_AVAILABLE."""
+        if not replies:
+            return
+        if self._unleased or not self.replica.has_lease():
+            self._unleased.extend(replies)
+            if self._lease_retry is None:
+                self._lease_retry = self._loop.call_later(LEASE_RETRY_S, self._release_unleased)
+            return
+        self._answer(replies)
+
+    def _release_unleased(self) -> None:
+        self._lease_retry = None
+        if self.role is not Role.LEADER:
+            return
+        if not self.replica.has_lease():
+            self._lease_retry = self._loop.call_later(LEASE_RETRY_S, self._release_unleased)
+            return
+        replies, self._unleased = self._unleased, []
+        self._answer(replies)
+
+    def _answer(self, replies: list[tuple[Hashable, Message]]) -> None:
         for token, message in replies:
             waiting = self._waiting.pop(token, None)
             if waiting is not None and not waiting[1].done():

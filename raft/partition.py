@@ -28,7 +28,6 @@ and no fork of the gRPC process — pysyncobj only forks for its default seriali
 
 from __future__ import annotations
 
-import functools
 import logging
 import os
 import struct
@@ -40,7 +39,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import msgpack
-from pysyncobj import SyncObjConf
+from pysyncobj import FAIL_REASON, SyncObjConf
 from pysyncobj.node import TCPNode
 
 from groupcoord.coordinator.events import Event, barrier_event, record_event
@@ -83,6 +82,7 @@ class RaftSettings:
     log_compaction_min_time_s: float = 300.0
     tick_period_s: float = 0.05
     # Raft's pre-vote (raft/syncobj_patch.py): a node that was cut off does not depose a healthy leader on return.
+    # It also bounds how soon another leader can be elected, which is what leader leases rely on (`has_lease`).
     pre_vote: bool = True
     # "fsync": entries, term and vote are on stable storage before any Raft message that depends on them leaves
     # (raft/journal.py, raft/transport.py); "memory": the page cache only (lost with the OS, not with the process).
@@ -213,7 +213,19 @@ class PartitionReplica(SyncObj):
             self.journal.discard(snapshot_damage)
         if not peer_addresses:
             self.journal.set_trusted("a one-node cluster: there is no one else to catch up from")
-        transport = functools.partial(DurableTransport, journal=self.journal)
+        # A leader answers only within its lease: until a majority may have stopped hearing from it for half the
+        # minimum election timeout (no pre-vote is granted before then), with a tenth off for clock rate drift.
+        # Without pre-votes there is no such bound, and no lease: is_leader() alone, as before leases.
+        self._lease_s = 0.9 * settings.election_min_s / 2 if settings.pre_vote else None
+        # A leadership transfer lets its target skip pre-votes: no lease in that term for as long as the target's
+        # election may take (after that, the TimeoutNow was lost and this replica leads on).
+        self._transfer_block_s = 2 * settings.election_max_s
+        self._transfer: tuple[int, float] = (-1, 0.0)  # (term, monotonic time) of the last transfer sent
+
+        def transport(*args: Any) -> DurableTransport:
+            self._transport = DurableTransport(*args, journal=self.journal)
+            return self._transport
+
         super().__init__(self_address, peer_addresses, conf, transportClass=transport)
 
     @property
@@ -309,6 +321,30 @@ class PartitionReplica(SyncObj):
     def is_leader(self) -> bool:
         """Leading, and able to write its journal (a replica that cannot is mute and loses the lead)."""
         return self._isLeader() and self.journal.write_error is None
+
+    def has_lease(self) -> bool:
+        """Leading, and no other replica can have become leader yet: what may be answered without a Raft round.
+
+        The lease is the time a majority last acknowledged this leader (raft/transport.py) plus `_lease_s`."""
+        if not self.is_leader() or self._lease_s is None:
+            return self.is_leader()
+        now = time.monotonic()
+        term, sent = self._transfer
+        if term == self.raftCurrentTerm and now < sent + self._transfer_block_s:
+            return False
+        return now < self._transport.lease_base() + self._lease_s
+
+    def transferLeadership(self, node: Any = None, callback: Any = None) -> None:
+        # Set before the TimeoutNow can leave (has_lease runs on the event loop), taken back if none was sent.
+        before, self._transfer = self._transfer, (self.raftCurrentTerm, time.monotonic())
+
+        def sent(result: Any, error: Any) -> None:
+            if error != FAIL_REASON.SUCCESS:
+                self._transfer = before
+            if callback is not None:
+                callback(result, error)
+
+        super().transferLeadership(node, sent)
 
     def term(self) -> int:
         return self.raftCurrentTerm

@@ -11,10 +11,15 @@ acknowledges nor leads — and Raft's own retransmission resumes once a later fl
 A leader's AppendEntries is not deferred: the leader's disk write overlaps its followers' (one fdatasync on the
 commit path instead of two in a row), and the `leader_self_count` hunk counts the leader toward a quorum only for
 entries up to the journal's `durableIndex`.
+
+It also keeps what a leader lease needs (`lease_base`): each AppendEntries carries its send time (`ts`, the
+leader's monotonic clock), each acknowledgement echoes the `ts` of the AppendEntries it answers, and the leader
+keeps the latest echoed `ts` per follower. Nodes without it ignore the extra key.
 """
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from pysyncobj.transport import TCPTransport
@@ -26,12 +31,43 @@ class DurableTransport(TCPTransport):  # type: ignore[misc]  # pysyncobj has no 
     def __init__(self, syncObj: Any, selfNode: Any, otherNodes: Any, journal: CheckedJournal) -> None:
         self._journal = journal
         self._deferred: list[tuple[Any, Any]] = []
+        # Leader lease: when each follower's latest acknowledgement was sent (our monotonic clock), and, on a
+        # follower, the send time of the latest AppendEntries from each node, echoed in the acknowledgement.
+        self._acked: dict[Any, float] = {}
+        self._echo: dict[Any, float] = {}
+        self._others = otherNodes  # SyncObj's own set of the other nodes
         super().__init__(syncObj, selfNode, otherNodes)
 
+    def lease_base(self) -> float:
+        """The latest time a majority (this node included) is known to have heard from this node as leader.
+
+        A follower that heard from a leader grants no pre-vote for `raftMinTimeout / 2` after (our patch of
+        pysyncobj), and a new leader needs pre-votes from a majority, which overlaps this one: so no other leader
+        can be elected before this time plus that."""
+        needed = (len(self._others) + 1) // 2  # acknowledgements that, with this node's own, make a majority
+        if needed == 0:
+            return time.monotonic()
+        acked = sorted((self._acked.get(node, float("-inf")) for node in self._others), reverse=True)
+        return acked[needed - 1]
+
+    def _onMessageReceived(self, node: Any, message: Any) -> None:
+        if isinstance(message, dict):
+            kind, ts = message.get("type"), message.get("ts")
+            if kind == "append_entries" and ts is not None:
+                self._echo[node] = ts
+            elif kind == "next_node_idx" and ts is not None and ts > self._acked.get(node, float("-inf")):
+                self._acked[node] = ts
+        super()._onMessageReceived(node, message)
+
     def send(self, node: Any, message: Any) -> bool:
+        kind = message.get("type") if isinstance(message, dict) else None
+        if kind == "append_entries":
+            message["ts"] = time.monotonic()
+        elif kind == "next_node_idx" and node in self._echo:
+            message["ts"] = self._echo[node]
         # A leader's AppendEntries may leave before its own copy is durable (Raft thesis §10.2.1: the leader
         # writes in parallel with its followers); it counts itself toward a quorum only up to `durableIndex`.
-        leader_append = message.get("type") == "append_entries" and self._journal.write_error is None
+        leader_append = kind == "append_entries" and self._journal.write_error is None
         if leader_append or (not self._deferred and self._journal.durable):
             return bool(super().send(node, message))
         self._deferred.append((node, message))
