@@ -31,7 +31,7 @@ from groupcoord.node.events import EventFiles, PartitionEvents
 from groupcoord.node.partitions import PartitionHost, Role
 from groupcoord.node.topology import Peer, check_partition_count, parse_peers, partition_for
 from groupcoord.protocol import records as r
-from groupcoord.raft.journal import CheckedJournal, JournalError
+from groupcoord.raft.journal import JournalError
 from groupcoord.raft.partition import PartitionReplica, RaftSettings
 
 if TYPE_CHECKING:
@@ -148,8 +148,8 @@ class NodeCluster:
             on_state_change=self._wake_poll,
         )
 
-    def journals(self) -> list[tuple[int, CheckedJournal]]:
-        return [(h.partition_id, h.replica.journal) for h in self.hosts]
+    def replicas(self) -> list[PartitionReplica]:
+        return [h.replica for h in self.hosts]
 
     # -- leadership and readiness -----------------------------------------------------------------------
 

@@ -234,6 +234,13 @@ SETTINGS: tuple[Setting, ...] = (
         maximum=10_000,
     ),
     Setting(
+        "raft_digest_interval_ms",
+        60_000,
+        "How often each partition's leader proposes a cross-replica state check: every replica hashes its state "
+        "at that log index and compares it with the leader's (a mismatch raises the corruption alarm). Each costs "
+        "every replica one pass over the partition's state; 0 turns the checks off.",
+    ),
+    Setting(
         "durability",
         "fsync",
         "`fsync`: every Raft entry, term and vote is on stable storage (fdatasync, one per tick for all that tick "
@@ -402,6 +409,7 @@ class NodeSettings:
     raft_election_timeout_ms: int
     group: GroupConfig
     durability: str = "fsync"
+    raft_digest_interval_ms: int = 60_000
     tls_cert_file: str = ""
     tls_key_file: str = ""
     tls_client_ca_file: str = ""
@@ -507,6 +515,7 @@ def _build(values: dict[str, int | str]) -> NodeSettings:
         raft_election_timeout_ms=_election_timeout(values),
         group=group,
         durability=str(values["durability"]),
+        raft_digest_interval_ms=int(values["raft_digest_interval_ms"]),
         **_tls(values),
         **_acl(values),
     )

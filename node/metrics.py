@@ -51,12 +51,12 @@ from groupcoord.coordinator.runtime import Runtime
 from groupcoord.coordinator.state import GroupState
 from groupcoord.errors import StartupError
 from groupcoord.node import hostile
-from groupcoord.node.journal_metrics import JournalCollector
 from groupcoord.node.logs import LogBudget, fields
 from groupcoord.node.partitions import Role
+from groupcoord.node.replica_metrics import ReplicaCollector
 from groupcoord.protocol import records as r
 from groupcoord.protocol.errors import Errors
-from groupcoord.raft.journal import CheckedJournal
+from groupcoord.raft.partition import PartitionReplica
 
 log = logging.getLogger(__name__)
 
@@ -364,9 +364,9 @@ class NodeMetrics:
         """Scrapes report the groups of `cores()` (the cores this node leads), read on `loop`."""
         self.registry.register(_CoreCollector(loop, cores))
 
-    def watch_journals(self, journals: Callable[[], Iterable[tuple[int, CheckedJournal]]]) -> None:
-        """Scrapes report the Raft journals of `journals()` (node/journal_metrics.py)."""
-        self.registry.register(JournalCollector(NAMESPACE, journals))
+    def watch_replicas(self, replicas: Callable[[], Iterable[PartitionReplica]]) -> None:
+        """Scrapes report the journals and state checks of `replicas()` (node/replica_metrics.py)."""
+        self.registry.register(ReplicaCollector(NAMESPACE, replicas))
 
     def serve(self, host: str, port: int) -> int:
         """Starts the HTTP endpoint (`/metrics`) on a daemon thread; returns its port (the one picked for 0)."""

@@ -42,7 +42,8 @@ from groupcoord.logfields import fields
 from groupcoord.node.responses import error_response
 from groupcoord.protocol import records as r
 from groupcoord.protocol.errors import Errors
-from groupcoord.raft.partition import BARRIER, RECORDS, PartitionReplica, encode_entry
+from groupcoord.raft.digest import proposal
+from groupcoord.raft.partition import BARRIER, DIGEST, RECORDS, PartitionReplica, encode_entry
 
 if TYPE_CHECKING:
     from groupcoord.node.metrics import PartitionObserver
@@ -110,6 +111,7 @@ class PartitionHost:
         # Replies held until this leader's lease is renewed (`_deliver`), and the retry that releases them.
         self._unleased: list[tuple[Hashable, Message]] = []
         self._lease_retry: asyncio.TimerHandle | None = None
+        self._digest_timer: asyncio.TimerHandle | None = None
         self._report_role()
 
     # -- leadership -----------------------------------------------------------------------------------
@@ -138,7 +140,22 @@ class PartitionHost:
         self.role = Role.LEADER
         self._report_role()
         self._rearm()
+        self._schedule_digest()
         log.info("partition.serving", extra=fields(partition=self.partition_id, term=term))
+
+    def _schedule_digest(self) -> None:
+        interval = self.replica.digest_interval_s
+        if interval > 0:
+            self._digest_timer = self._loop.call_later(interval, self._propose_digest)
+
+    def _propose_digest(self) -> None:
+        """A cross-replica state check (raft/digest.py), carrying this replica's digest at the previous one."""
+        self._digest_timer = None
+        if self.role is not Role.LEADER:
+            return
+        payload = proposal(self.replica.digests.latest())
+        self.replica.apply_entry(encode_entry(DIGEST, self.term, self.replica.node_id, payload))
+        self._schedule_digest()
 
     def step_down(self, why: str) -> None:
         log.info("partition.unloaded", extra=fields(partition=self.partition_id, term=self.term, why=why))
@@ -152,6 +169,9 @@ class PartitionHost:
         if self._lease_retry is not None:
             self._lease_retry.cancel()
         self._unleased, self._lease_retry = [], None
+        if self._digest_timer is not None:
+            self._digest_timer.cancel()
+            self._digest_timer = None
         waiting, self._waiting = self._waiting, {}
         for request, future in waiting.values():
             if not future.done():

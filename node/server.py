@@ -105,7 +105,7 @@ class Node:
         extra: dict[str, str] = {}
         if metrics is not None:
             metrics.watch_cores(loop, cluster.leading_cores)
-            metrics.watch_journals(cluster.journals)
+            metrics.watch_replicas(cluster.replicas)
             extra["metrics_address"] = listen_address(
                 settings.host, metrics.serve(settings.host, settings.metrics_port)
             )
@@ -242,6 +242,7 @@ def raft_settings(settings: NodeSettings) -> RaftSettings:
         election_min_s=election_ms / 1000,
         election_max_s=3 * election_ms / 1000,
         durability=settings.durability,
+        digest_interval_s=settings.raft_digest_interval_ms / 1000,
     )
     if not settings.raft_batch_period_ms:
         return tick

@@ -10,6 +10,8 @@ versioned envelope:
 * `barrier` — committed by a new leader before it serves the partition (its own term). Applying it
   raises the partition's fence to that term. Its payload is the leader's wall time in ms (msgpack int;
   empty in entries written before events existed).
+* `digest` — a cross-replica state check (raft/digest.py): each replica hashes its state when it applies one, and
+  compares the proposer's hash for the previous one with its own.
 * `records` — `protocol.records.encode_batch` bytes. Applied only if `term` is not below the fence, so a
   batch written by a node that had already lost leadership (pysyncobj forwards a follower's commands to
   the leader) is never applied: term fencing.
@@ -47,6 +49,7 @@ from groupcoord.coordinator.state import GroupStore
 from groupcoord.logfields import fields
 from groupcoord.protocol import records as r
 from groupcoord.raft.cipher import RaftCipher
+from groupcoord.raft.digest import StateDigests, state_digest
 from groupcoord.raft.journal import CheckedJournal
 from groupcoord.raft.syncobj_patch import SyncObj, replicated
 from groupcoord.raft.transport import DurableTransport
@@ -58,7 +61,7 @@ SNAPSHOT_VERSION = 1
 # Snapshots start with this and a CRC-32 of the msgpack body that follows.
 SNAPSHOT_MAGIC = b"GCSNAP\x00\x01"
 SNAPSHOT_CRC = struct.Struct("<I")
-BARRIER, RECORDS = "barrier", "records"
+BARRIER, RECORDS, DIGEST = "barrier", "records", "digest"
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +90,8 @@ class RaftSettings:
     # "fsync": entries, term and vote are on stable storage before any Raft message that depends on them leaves
     # (raft/journal.py, raft/transport.py); "memory": the page cache only (lost with the OS, not with the process).
     durability: str = "fsync"
+    # How often a leader proposes a cross-replica state check (raft/digest.py); 0 turns them off.
+    digest_interval_s: float = 60.0
 
 
 def _barrier_time(payload: bytes) -> int | None:
@@ -173,6 +178,8 @@ class PartitionReplica(SyncObj):
         self.last_effective_index = 0
         self.applied_batches = 0
         self.fenced_batches = 0
+        self.digests = StateDigests(partition_id)
+        self.digest_interval_s = settings.digest_interval_s
         # Guards `store`, `fence_term` and `last_effective_index` between the tick thread (apply, snapshot)
         # and readers elsewhere.
         self.lock = threading.Lock()
@@ -251,6 +258,11 @@ class PartitionReplica(SyncObj):
                 self.fence_term = max(self.fence_term, term)
                 prev_index, self.last_effective_index = self.last_effective_index, index
             self._emit([barrier_event(_barrier_time(payload), self.partition_id, index, term, node_id)], prev_index)
+            return True
+        if kind == DIGEST:
+            with self.lock:
+                digest = state_digest(self.store.snapshot(), self.fence_term)
+            self.digests.on_entry(index, payload, node_id, digest)
             return True
         if kind != RECORDS:
             log.warning("partition.unknown_entry_kind", extra=fields(partition=self.partition_id, kind=kind))

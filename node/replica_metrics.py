@@ -1,7 +1,8 @@
-"""Scrape-time metrics of the partitions' Raft journals (raft/journal.py): flushes, write errors, damage found at
-start, and replicas that take no part in elections until they have caught up.
+"""Scrape-time metrics of the partition replicas' storage: their Raft journals (raft/journal.py: flushes, write
+errors, damage found at start, replicas that take no part in elections until they have caught up) and their
+cross-replica state checks (raft/digest.py).
 
-Read from the journals' own counters at scrape time, so writing a journal costs no metric call. The values are
+Read from the replicas' own counters at scrape time, so writing a journal costs no metric call. The values are
 plain ints and bools written by each replica's tick thread; a scrape may see one a tick old.
 """
 
@@ -12,21 +13,22 @@ from collections.abc import Callable, Iterable, Iterator
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from groupcoord.raft.journal import CheckedJournal
+from groupcoord.raft.partition import PartitionReplica
 
 
-class JournalCollector(Collector):
-    def __init__(self, namespace: str, journals: Callable[[], Iterable[tuple[int, CheckedJournal]]]) -> None:
+class ReplicaCollector(Collector):
+    def __init__(self, namespace: str, replicas: Callable[[], Iterable[PartitionReplica]]) -> None:
         self._namespace = namespace
-        self._journals = journals
+        self._replicas = replicas
 
     def describe(self) -> list[Metric]:
         return list(self._families([]))
 
     def collect(self) -> Iterator[Metric]:
-        yield from self._families(list(self._journals()))
+        yield from self._families(list(self._replicas()))
 
-    def _families(self, journals: list[tuple[int, CheckedJournal]]) -> Iterator[Metric]:
+    def _families(self, replicas: list[PartitionReplica]) -> Iterator[Metric]:
+        journals = [(replica.partition_id, replica.journal) for replica in replicas]
         ns = self._namespace
         fsyncs = CounterMetricFamily(f"{ns}_journal_fsyncs", "fdatasync calls of the Raft journals (durability=fsync)")
         fsync_seconds = CounterMetricFamily(
@@ -57,6 +59,15 @@ class JournalCollector(Collector):
             labels=("partition",),
         )
         size = GaugeMetricFamily(f"{ns}_journal_bytes", "Bytes of the partition's journal file", labels=("partition",))
+        checks = CounterMetricFamily(
+            f"{ns}_replica_digest_checks", "Cross-replica state checks this node's replicas made (raft/digest.py)"
+        )
+        mismatch = GaugeMetricFamily(
+            f"{ns}_replica_digest_mismatch",
+            "1 once the partition's replica found its state differs from another replica's at the same log index "
+            "(the corruption alarm; partition.digest_mismatch names both)",
+            labels=("partition",),
+        )
         by_error: dict[str, int] = {}
         for partition, journal in journals:
             label = str(partition)
@@ -71,4 +82,7 @@ class JournalCollector(Collector):
         fsync_seconds.add_metric([], sum(j.fsync_seconds for _, j in journals))
         for code, count in sorted(by_error.items()):
             errors.add_metric([code], count)
-        yield from (fsyncs, fsync_seconds, errors, failing, damaged, catching_up, size)
+        for replica in replicas:
+            mismatch.add_metric([str(replica.partition_id)], int(replica.digests.mismatch is not None))
+        checks.add_metric([], sum(replica.digests.checks for replica in replicas))
+        yield from (fsyncs, fsync_seconds, errors, failing, damaged, catching_up, size, checks, mismatch)
