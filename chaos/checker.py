@@ -45,7 +45,9 @@ KINDS = (
     VACUOUS,
 )
 
-NODE_FAULTS = frozenset({"kill_node", "pause_node", "restart_node", "partition_node", "restart_cluster"})
+NODE_FAULTS = frozenset(
+    {"kill_node", "pause_node", "restart_node", "partition_node", "restart_cluster", "wipe_node", "damage_journal"}
+)
 DEFAULT_TOLERANCE_S = 0.5
 SESSION_LOST = "session_lost"
 MEMBER_EVENTS = frozenset({"assigned", "revoked", "commit", "fetch"})

@@ -108,6 +108,10 @@ class ChaosCluster:
 
     # -- processes ------------------------------------------------------------------------------------
 
+    def data_dir(self, node_id: int) -> Path:
+        """The node's `data_dir` (journals, snapshots, events)."""
+        return self.run_dir / f"node{node_id}" / "data"
+
     def start(self, node_id: int) -> None:
         node = self.nodes[node_id]
         data_dir = self.run_dir / f"node{node_id}"
@@ -115,7 +119,7 @@ class ChaosCluster:
         cmd = [
             *self.network.wrap(node_id), sys.executable, "-m", "groupcoord", "node",
             f"--node-id={node_id}", f"--host={node.host}", f"--port={node.port}", f"--peers={self.peers}",
-            f"--partitions={self.partitions}", f"--data-dir={data_dir / 'data'}", "--log-format=json",
+            f"--partitions={self.partitions}", f"--data-dir={self.data_dir(node_id)}", "--log-format=json",
             *self.node_flags,
         ]  # fmt: skip
         with (data_dir / "node.log").open("ab") as log:

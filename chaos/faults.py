@@ -4,6 +4,7 @@ group, the phase its rebalance is in) and written to the history before and afte
 from __future__ import annotations
 
 import random
+import shutil
 import signal
 import time
 from collections.abc import Callable
@@ -11,6 +12,7 @@ from collections.abc import Callable
 from groupcoord.chaos.cluster import ChaosCluster
 from groupcoord.chaos.history import Recorder
 from groupcoord.chaos.workers import Fleet, WorkerPlan
+from groupcoord.raft.journal import MAGIC
 
 PREPARING, COMPLETING = "PreparingRebalance", "CompletingRebalance"
 PHASE_WAIT_S = 6.0
@@ -19,8 +21,8 @@ PHASE_POLL_S = 0.01
 # One cycle of the scripted schedule: every kind early, so that a short run covers them all.
 ROTATION = (
     "kill_join", "kill_sync", "pause", "partition", "kill_worker", "restart_node",
-    "kill_join", "kill_sync", "pause", "restart_cluster", "kill_worker", "kill_sync",
-    "partition", "kill_join", "pause", "restart_node",
+    "kill_join", "kill_sync", "wipe_node", "restart_cluster", "damage_journal", "kill_sync",
+    "partition", "kill_join", "pause", "restart_node", "pause", "kill_worker",
 )  # fmt: skip
 NODE_FAULTS = frozenset(ROTATION) - {"kill_worker"}
 
@@ -46,6 +48,8 @@ class Faults:
             "kill_worker": self.kill_worker,
             "restart_node": self.restart_node,
             "restart_cluster": self.restart_cluster,
+            "wipe_node": self.wipe_node,
+            "damage_journal": self.damage_journal,
         }
         actions[kind]()
 
@@ -153,6 +157,44 @@ class Faults:
         time.sleep(self.rng.uniform(0.5, 1.5))
         for node_id in self.cluster.nodes:
             self.cluster.start(node_id)
+
+    def _kill_coordinator(self) -> tuple[int, str, str]:
+        """kill -9 of a busy group's coordinator, waited for: (node, group, the group's state before)."""
+        group = self.rng.choice(self.groups)
+        node_id = self._coordinator(group)
+        seen = self._phase(group)
+        self.cluster.signal(node_id, signal.SIGKILL)  # returns once the process is gone
+        return node_id, group, seen
+
+    def wipe_node(self) -> None:
+        """A lost volume: kill -9 of a coordinator and its whole data directory deleted; it starts again empty and
+        takes part in elections only once it has caught up (docs/OPERATIONS.md, replace a dead node)."""
+        node_id, group, seen = self._kill_coordinator()
+        shutil.rmtree(self.cluster.data_dir(node_id), ignore_errors=True)
+        self._fault("wipe_node", node=node_id, group=group, phase=seen)
+        time.sleep(self.rng.uniform(0.5, 1.5))
+        self.cluster.start(node_id)
+
+    def damage_journal(self) -> None:
+        """kill -9 of a coordinator, then one of its partition journals damaged: four bytes flipped inside the
+        records, or the file cut short inside its last ones (a torn write). The damage must never be applied or
+        served; the replica drops it and catches up (docs/OPERATIONS.md, the corruption alarm)."""
+        node_id, group, seen = self._kill_coordinator()
+        journals = sorted(self.cluster.data_dir(node_id).glob("partition-*.wal"))
+        path = self.rng.choice(journals)
+        data = bytearray(path.read_bytes())
+        end = len(data.rstrip(b"\0"))  # the preallocated zeros follow the records
+        if self.rng.random() < 0.5:
+            how, offset = "flip", self.rng.randrange(len(MAGIC), max(end - 4, len(MAGIC) + 1))
+            data[offset : offset + 4] = bytes(b ^ 0x5A for b in data[offset : offset + 4])
+            path.write_bytes(bytes(data))
+        else:
+            how, offset = "truncate", self.rng.randrange(max(end - 64, len(MAGIC)), max(end, len(MAGIC) + 1))
+            with path.open("r+b") as f:
+                f.truncate(offset)
+        self._fault("damage_journal", node=node_id, group=group, phase=seen, file=path.name, how=how, offset=offset)
+        time.sleep(self.rng.uniform(0.5, 1.5))
+        self.cluster.start(node_id)
 
     # -- worker faults --------------------------------------------------------------------------------
 

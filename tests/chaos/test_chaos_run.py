@@ -39,6 +39,7 @@ def test_chaos_run_has_no_violation(tmp_path: Path, nodes: int, seed: int, runs:
     assert "PreparingRebalance" in phases and "CompletingRebalance" in phases, phases
     assert faults["pause_node"] >= 1 and faults["partition_node"] >= 1 and faults["restart_cluster"] >= 1, faults
     assert faults["kill_worker"] >= 1 and faults["restart_node"] >= 1, faults
+    assert faults["wipe_node"] >= 1 and faults["damage_journal"] >= 1, faults
     assert result.stats["commits_acked"] > 100 and result.stats["ownership_intervals"] > 20, result.stats
     runs[nodes] = {**result.stats, "workers": sum(g["workers"] for g in result.run["groups"].values())}
 
