@@ -149,7 +149,14 @@ async def describe_cluster(address: str, **kwargs: object) -> pb.DescribeCluster
 async def test_connections_beyond_max_connections_are_closed_at_once(limited):
     """Past the cap the node accepts the TCP connection and closes it before sending a byte (no SETTINGS, no
     GOAWAY): a gRPC client fails UNAVAILABLE "Socket closed" at once. A slot freed is taken again."""
-    conns, opened = await open_connections("127.0.0.1", limited.port, MAX_CONNECTIONS + 10, timeout_s=10)
+    for _ in range(10):
+        conns, opened = await open_connections("127.0.0.1", limited.port, MAX_CONNECTIONS + 10, timeout_s=10)
+        if opened["opened"] >= MAX_CONNECTIONS:
+            break
+        # A slot still held by a connection closed just before (the fixture's health checks): the server frees
+        # it once it has read the close; try again then.
+        close_all(conns)
+        await asyncio.sleep(0.3)
     try:
         assert opened["opened"] == MAX_CONNECTIONS, opened
         assert opened["failed"] == {"closed before the server's SETTINGS": 10}
