@@ -50,43 +50,40 @@ REFUSED_AS_SEEN = (
 PING_STRIKES = 2
 
 
-@pytest.fixture(scope="module")
-def flooded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NodeProcess]:
-    """A node at its default limits."""
-    proc = start_node(tmp_path_factory.mktemp("flooded") / "node.log", "--log-level=info")
+def node_with(tmp_path_factory: pytest.TempPathFactory, name: str, *flags: str) -> Iterator[NodeProcess]:
+    """One node for a module's tests, started with `flags`, stopped after them."""
+    proc = start_node(tmp_path_factory.mktemp(name) / "node.log", "--log-level=info", *flags)
     try:
         yield proc
     finally:
         stop_node(proc)
+
+
+@pytest.fixture(scope="module")
+def flooded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NodeProcess]:
+    """A node at its default limits."""
+    yield from node_with(tmp_path_factory, "flooded")
 
 
 @pytest.fixture(scope="module")
 def limited(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NodeProcess]:
-    proc = start_node(
-        tmp_path_factory.mktemp("limited") / "node.log",
-        "--log-level=info",
+    yield from node_with(
+        tmp_path_factory,
+        "limited",
         f"--max-connections={MAX_CONNECTIONS}",
         f"--max-concurrent-streams={MAX_STREAMS}",
         f"--max-response-bytes={MAX_RESPONSE_BYTES}",
     )
-    try:
-        yield proc
-    finally:
-        stop_node(proc)
 
 
 @pytest.fixture(scope="module")
 def timeouts(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NodeProcess]:
-    proc = start_node(
-        tmp_path_factory.mktemp("timeouts") / "node.log",
-        "--log-level=info",
+    yield from node_with(
+        tmp_path_factory,
+        "timeouts",
         f"--connection-idle-timeout-ms={IDLE_MS}",
         f"--connection-handshake-timeout-ms={HANDSHAKE_MS}",
     )
-    try:
-        yield proc
-    finally:
-        stop_node(proc)
 
 
 def assert_healthy(node: NodeProcess) -> None:
