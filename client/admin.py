@@ -255,6 +255,35 @@ class Admin:
             ),
         )
 
+    async def add_voter(self, node: str) -> list[int]:
+        """Makes `node` (`id=host:port:raft_port[@client_host:client_port]`, as in `peers`) a voter of every
+        partition; the partitions this call changed. Start the node first (with `peers` naming the voters and
+        itself): it catches up from the leaders, then counts toward their quorums."""
+        timeout_ms = int(self.deadline_s * 1000)
+        reply = await self._any_node("AddRaftVoter", pb.AddRaftVoterRequest(node=node, timeout_ms=timeout_ms))
+        if reply.error_code != Errors.NONE:
+            raise AdminError(reply.error_code, reply.error_message)
+        return list(reply.partitions_changed)
+
+    async def remove_voter(self, node_id: int) -> list[int]:
+        """Removes node `node_id` from every partition's voters; the partitions this call changed. Asked of another
+        node (a node cannot remove itself); where `node_id` leads, it is asked to hand over first."""
+        request = pb.RemoveRaftVoterRequest(node_id=node_id, timeout_ms=int(self.deadline_s * 1000))
+        cluster = await self.describe_cluster()
+        others = [f"{n.host}:{n.port}" for n in cluster.nodes if n.node_id != node_id and n.alive]
+        last = "no other node is alive"
+        for address in others:
+            try:
+                reply = await self._connections.stub(address).RemoveRaftVoter(request, timeout=self.deadline_s + 5)
+                break
+            except grpc.aio.AioRpcError as exc:
+                last = f"{address}: {exc.code().name} {exc.details() or ''}".strip()
+        else:
+            raise AdminError(Errors.COORDINATOR_NOT_AVAILABLE, f"no node but {node_id} answered: {last}")
+        if reply.error_code != Errors.NONE:
+            raise AdminError(reply.error_code, reply.error_message)
+        return list(reply.partitions_changed)
+
     async def read_events(self, address: str) -> AsyncIterator[pb.ReadEventsResponse]:
         """The event files of the node at `address`, streamed (docs/EVENTS.md); within `deadline_s` in all."""
         stream = self._connections.stub(address).ReadEvents(pb.ReadEventsRequest(), timeout=self.deadline_s)

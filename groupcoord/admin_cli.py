@@ -1,4 +1,5 @@
-"""`groupcoord groups|members|offsets ...` and `groupcoord cluster describe`: the Admin client for operators.
+"""`groupcoord groups|members|offsets ...` and `groupcoord cluster describe|add-node|remove-node`: the Admin
+client for operators.
 
 Exit codes scripts rely on: 0 every item OK; 1 some item (or the one request) failed with a Kafka error code,
 named on stderr; 2 usage error; 3 the cluster could not be reached. grpc loads only inside a handler, so
@@ -282,6 +283,34 @@ def _cluster_describe(args: argparse.Namespace) -> int:
     return _run(args, job)
 
 
+def _cluster_add_node(args: argparse.Namespace) -> int:
+    async def job(admin: Admin) -> int:
+        changed = await admin.add_voter(args.node)
+        if args.json:
+            _print_json({"node": args.node, "partitions_changed": changed})
+        else:
+            print(f"{args.node} is a voter of every partition (changed now: {_partitions(changed)})")
+        return EXIT_OK
+
+    return _run(args, job)
+
+
+def _cluster_remove_node(args: argparse.Namespace) -> int:
+    async def job(admin: Admin) -> int:
+        changed = await admin.remove_voter(args.node_id)
+        if args.json:
+            _print_json({"node_id": args.node_id, "partitions_changed": changed})
+        else:
+            print(f"node {args.node_id} is no voter of any partition (changed now: {_partitions(changed)})")
+        return EXIT_OK
+
+    return _run(args, job)
+
+
+def _partitions(changed: list[int]) -> str:
+    return ",".join(map(str, changed)) or "none, it already was"
+
+
 # -- registration -----------------------------------------------------------------------------------
 
 EPILOG = (
@@ -352,3 +381,22 @@ def register(commands: argparse._SubParsersAction) -> None:
 def register_cluster_describe(actions: argparse._SubParsersAction) -> None:
     """`cluster describe`: nodes and partition leaders as the cluster sees them (no --dir needed)."""
     _action(actions, "describe", "nodes, liveness and partition leaders, from any node", _cluster_describe)
+
+
+def register_cluster_membership(actions: argparse._SubParsersAction) -> None:
+    """`cluster add-node` / `remove-node`: online membership changes (admin identity; docs/OPERATIONS.md)."""
+    add = _action(
+        actions,
+        "add-node",
+        "make a started node a voter of every partition (idempotent; start it first with peers naming the voters "
+        "and itself)",
+        _cluster_add_node,
+    )
+    add.add_argument("node", metavar="ID=HOST:PORT:RAFT_PORT[@CLIENT_HOST:CLIENT_PORT]")
+    remove = _action(
+        actions,
+        "remove-node",
+        "remove a node from every partition's voters (idempotent; it hands over what it leads first), then stop it",
+        _cluster_remove_node,
+    )
+    remove.add_argument("node_id", type=int, metavar="NODE_ID")

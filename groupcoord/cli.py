@@ -166,6 +166,7 @@ def _add_cluster(commands: argparse._SubParsersAction) -> None:
     status.add_argument("--json", action="store_true", help="print JSON")
     status.set_defaults(handler=_cluster_status)
     admin_cli.register_cluster_describe(actions)
+    admin_cli.register_cluster_membership(actions)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,4 +1,4 @@
-"""Leadership spreading: partition k prefers the node at position k % N of the peers sorted by id.
+"""Leadership spreading: partition k prefers the node at position k % N of its N voters sorted by id.
 
 Raft elections pick whoever times out first, and on a shared machine one process often wins most of them,
 which would make one node the coordinator of most groups. Like Kafka's preferred-leader election, a node
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from groupcoord.logfields import fields
 from groupcoord.node.partitions import PartitionHost, Role
@@ -28,22 +28,23 @@ def preferred_leader(partition: int, peers: Sequence[Peer]) -> Peer:
 
 
 class LeaderBalancer:
-    def __init__(self, node_id: int, peers: Sequence[Peer], hosts: Sequence[PartitionHost]) -> None:
+    def __init__(self, node_id: int, members: Callable[[int], Sequence[Peer]], hosts: Sequence[PartitionHost]) -> None:
         self._node_id = node_id
-        self._peers = peers
+        self._members = members  # a partition's voters: they change with membership changes
         self._hosts = hosts
         self._next_round = time.monotonic() + ROUND_INTERVAL_S
 
     def maybe_transfer(self) -> None:
         """At most once per round: hands every partition this node serves but should not lead to its owner."""
         now = time.monotonic()
-        if now < self._next_round or len(self._peers) < 2:
+        if now < self._next_round:
             return
         self._next_round = now + ROUND_INTERVAL_S
         for host in self._hosts:
-            if host.role is not Role.LEADER:
+            voters = self._members(host.partition_id)
+            if host.role is not Role.LEADER or len(voters) < 2:
                 continue
-            target = preferred_leader(host.partition_id, self._peers)
+            target = preferred_leader(host.partition_id, voters)
             address = target.raft_address(host.partition_id)
             if target.node_id != self._node_id and host.replica.is_connected(address):
                 log.info(

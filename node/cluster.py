@@ -29,7 +29,7 @@ from groupcoord.node.balance import LeaderBalancer
 from groupcoord.node.clock import SystemClock
 from groupcoord.node.events import EventFiles, PartitionEvents
 from groupcoord.node.partitions import PartitionHost, Role
-from groupcoord.node.topology import Peer, check_partition_count, parse_peers, partition_for
+from groupcoord.node.topology import Peer, check_partition_count, format_peer, parse_peers, partition_for
 from groupcoord.protocol import records as r
 from groupcoord.raft.journal import JournalError
 from groupcoord.raft.partition import PartitionReplica, RaftSettings
@@ -98,6 +98,11 @@ class NodeCluster:
         self.node_id = node_id
         self.me = me
         self.partitions = partitions
+        # What `peers` said at start: a partition's first voters. Membership changes (node/membership.py) go
+        # through each partition's log, and the directory below follows them.
+        self._configured = self.peers
+        self._spec_peers: dict[str, Peer | None] = {format_peer(p): p for p in self.peers}
+        self._members: list[list[Peer]] = [list(self.peers) for _ in range(partitions)]
         self._tmp = None if data_dir else tempfile.TemporaryDirectory(prefix="groupcoord-")
         root = Path(data_dir or self._tmp.name)  # type: ignore[union-attr]
         check_partition_count(root, partitions, [p.node_id for p in self.peers])
@@ -120,7 +125,8 @@ class NodeCluster:
             self.hosts.append(PartitionHost(replica, group_config, clock, loop, on_commit=on_commit, observer=observer))
         self._ready = asyncio.Event()
         self._on_ready_change: Callable[[bool], None] | None = None
-        self._balancer = LeaderBalancer(node_id, self.peers, self.hosts)
+        self._refresh_directory()
+        self._balancer = LeaderBalancer(node_id, self.members_of, self.hosts)
         self._poller = loop.create_task(self._poll())
 
     def _replica(
@@ -146,6 +152,7 @@ class NodeCluster:
             bind_address=f"{host}:{me.raft_port + k}",
             on_events=writer.write if writer is not None else None,
             on_state_change=self._wake_poll,
+            peer_specs={p.raft_address(k): format_peer(p) for p in self.peers},
         )
 
     def replicas(self) -> list[PartitionReplica]:
@@ -174,6 +181,7 @@ class NodeCluster:
                     host.poll()
                 except Exception:
                     log.exception("partition.poll_failed", extra=fields(partition=host.partition_id))
+            self._refresh_directory()
             self._balancer.maybe_transfer()
             ready = all(
                 h.role is Role.LEADER if h.replica.is_leader() else h.replica.leader_address() is not None
@@ -186,6 +194,36 @@ class NodeCluster:
                     self._on_ready_change(ready)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._state_changed.wait(), POLL_INTERVAL_S)
+
+    # -- membership -------------------------------------------------------------------------------------
+
+    def _peer(self, address: str, spec: str | None) -> Peer | None:
+        if not spec:
+            return self._by_raft_address.get(address)
+        if spec not in self._spec_peers:
+            try:
+                self._spec_peers[spec] = parse_peers(spec)[0]
+            except (UserError, IndexError):
+                log.error("membership.bad_voter_spec", extra=fields(address=address, spec=spec))
+                self._spec_peers[spec] = None
+        return self._spec_peers[spec] or self._by_raft_address.get(address)
+
+    def _refresh_directory(self) -> None:
+        """Each partition's voters as its replica here knows them, and from them the nodes of the cluster: the
+        peers a client is told about, and who leads what by Raft address."""
+        members: list[list[Peer]] = []
+        for host in self.hosts:
+            peers = [self._peer(a, spec) for a, spec in host.replica.members().items()]
+            members.append(sorted((p for p in peers if p is not None), key=lambda p: p.node_id))
+        self._members = members
+        nodes = {p.node_id: p for voters in members for p in voters}
+        self.peers = [nodes[i] for i in sorted(nodes)]
+        known = {p.node_id: p for p in self._configured} | nodes
+        self._by_raft_address = {p.raft_address(k): p for p in known.values() for k in range(self.partitions)}
+
+    def members_of(self, partition: int) -> list[Peer]:
+        """The partition's voters as this node knows them, by node id."""
+        return self._members[partition]
 
     def host_for(self, group_id: str) -> PartitionHost:
         return self.hosts[partition_for(group_id, self.partitions)]

@@ -30,6 +30,7 @@ from groupcoord.node.auth import Acl, Caller, UnknownCredentials
 from groupcoord.node.cluster import NodeCluster
 from groupcoord.node.events import read_partition
 from groupcoord.node.logs import LogBudget, fields
+from groupcoord.node.membership import MembershipChanges
 from groupcoord.node.metrics import NodeMetrics
 from groupcoord.node.partitions import PartitionHost, Role
 from groupcoord.node.responses import error_response
@@ -70,6 +71,11 @@ BATCH_RPCS: dict[str, tuple[str, type[Message], str]] = {
     "DeleteGroups": (auth.ADMIN, pb.DeleteGroupsResponse, "results"),
     "FindCoordinator": (auth.FIND, pb.FindCoordinatorResponse, "coordinators"),
 }
+# The RPCs that change the cluster itself (node/membership.py): admins only, refused with this response type.
+CLUSTER_ADMIN_RPCS: dict[str, type[Message]] = {
+    "AddRaftVoter": pb.AddRaftVoterResponse,
+    "RemoveRaftVoter": pb.RemoveRaftVoterResponse,
+}
 # The least an entry of a DescribeGroups or FindCoordinator reply takes besides its group id: the id's own tag and
 # length, an error code or partition, a state or node id, and the entry's framing.
 MIN_ENTRY_BYTES = 8
@@ -82,6 +88,8 @@ ADMIN_WHY = {
     "AddMembersToGroup": "pre-registering static members",
     "DeleteGroups": "deleting groups",
     "ReadEvents": "reading the event files",
+    "AddRaftVoter": "changing the cluster's voters",
+    "RemoveRaftVoter": "changing the cluster's voters",
 }
 
 
@@ -128,6 +136,9 @@ class GroupCoordinatorService:
             "DeleteGroups": self.delete_groups,
             "DescribeCluster": self.describe_cluster,
         }
+        membership = MembershipChanges(cluster)
+        self._methods["AddRaftVoter"] = membership.add_raft_voter
+        self._methods["RemoveRaftVoter"] = membership.remove_raft_voter
         self._streams: dict[str, StreamHandler] = {"ReadEvents": self.read_events}
         # Bidirectional streams of batches whose every request is answered as the named unary RPC answers it.
         self._batches: dict[str, str] = {"HeartbeatStream": "Heartbeat", "OffsetCommitStream": "OffsetCommit"}
@@ -270,6 +281,8 @@ class GroupCoordinatorService:
             caller = acl.identify(context.invocation_metadata() or (), _common_names(context))
         except UnknownCredentials as exc:
             return self._refuse_all(name, request, Caller("", "token"), str(exc))
+        if name in CLUSTER_ADMIN_RPCS and not acl.is_admin(caller):
+            return _cluster_refusal(name, self._deny(name, caller, auth.ADMIN, []))
         if name in ONE_GROUP_RPCS:
             group_id = request.group_id  # type: ignore[attr-defined]
             need = auth.group_need(name, request)
@@ -315,6 +328,8 @@ class GroupCoordinatorService:
         else:
             group_ids = [request.group_id] if name in ONE_GROUP_RPCS else []  # type: ignore[attr-defined]
         message = self._deny(name, caller, auth.AUTHENTICATE, group_ids, reason)
+        if name in CLUSTER_ADMIN_RPCS:
+            return _cluster_refusal(name, message)
         if name == "FindCoordinator":
             return pb.FindCoordinatorResponse(coordinators=[_refused_entry(name, g, message) for g in group_ids])
         if name == "DescribeCluster":
@@ -506,7 +521,7 @@ class GroupCoordinatorService:
                 leader_node_id=leader.node_id if leader is not None else -1,
                 term=host.replica.term(),
                 commit_index=host.replica.raftCommitIndex,
-                replica_node_ids=[p.node_id for p in cluster.peers],
+                replica_node_ids=[p.node_id for p in cluster.members_of(host.partition_id)],
             )
         return response
 
@@ -536,6 +551,10 @@ def _refusal(request: Message, message: str) -> Message:
         # Its whole-request code, so a client sees the refusal even for a commit of no partitions.
         response.error_code, response.error_message = Errors.GROUP_AUTHORIZATION_FAILED, message
     return response
+
+
+def _cluster_refusal(name: str, message: str) -> Message:
+    return CLUSTER_ADMIN_RPCS[name](error_code=Errors.CLUSTER_AUTHORIZATION_FAILED, error_message=message)
 
 
 def _refused_entry(name: str, group_id: str, message: str) -> Message:

@@ -48,6 +48,16 @@ class Peer:
         return f"{self.host}:{self.raft_port + partition}"
 
 
+def format_peer(peer: Peer) -> str:
+    """The peer in `peers` form, `parse_peers`'s inverse: what membership entries carry (raft/partition.py)."""
+    text = f"{peer.node_id}={_bracket(peer.host)}:{peer.port}:{peer.raft_port}"
+    return text + (f"@{_bracket(peer.advertised[0])}:{peer.advertised[1]}" if peer.advertised else "")
+
+
+def _bracket(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
+
+
 def _host_port(text: str) -> tuple[str, int]:
     host, _, port = text.rpartition(":")
     return host.strip("[]"), int(port)

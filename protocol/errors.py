@@ -10,6 +10,8 @@ class Errors(IntEnum):
 
     UNKNOWN_SERVER_ERROR = -1
     NONE = 0
+    # A request that waits for the cluster (AddRaftVoter, RemoveRaftVoter) ran out of time; safe to repeat.
+    REQUEST_TIMED_OUT = 7
     OFFSET_METADATA_TOO_LARGE = 12
     COORDINATOR_LOAD_IN_PROGRESS = 14
     COORDINATOR_NOT_AVAILABLE = 15
@@ -23,6 +25,8 @@ class Errors(IntEnum):
     # "Group authorization failed": the caller's identity may not do this to this group, or the operation
     # needs an admin identity (docs/SECURITY.md#authorization). Fatal for a member: retrying cannot help.
     GROUP_AUTHORIZATION_FAILED = 30
+    # The operation needs a cluster admin identity (membership changes).
+    CLUSTER_AUTHORIZATION_FAILED = 31
     INVALID_REQUEST = 42
     # A configured limit refused the request (groups per partition or node, assignment size, partitions per
     # offset request); error_message names the limit. Fatal for a member: retrying cannot help.

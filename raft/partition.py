@@ -52,7 +52,7 @@ from groupcoord.raft.cipher import RaftCipher
 from groupcoord.raft.digest import StateDigests, state_digest
 from groupcoord.raft.journal import CheckedJournal
 from groupcoord.raft.syncobj_patch import SyncObj, replicated
-from groupcoord.raft.transport import DurableTransport
+from groupcoord.raft.transport import HAND_OVER, DurableTransport
 
 log = logging.getLogger(__name__)
 
@@ -148,6 +148,16 @@ def set_aside_damaged_snapshot(path: str) -> str | None:
     return None
 
 
+def raft_node(address: str, spec: str | None = None) -> TCPNode:
+    """A pysyncobj node; `spec` is its node's entry in `peers` form (node/topology.py), kept with the node in
+    membership entries and snapshots so every replica learns where a node added online serves clients."""
+    return TCPNode(address, spec=spec) if spec else TCPNode(address)
+
+
+def _member(node: TCPNode) -> list[str]:
+    return [node.address, getattr(node, "spec", None) or ""]
+
+
 def encode_entry(kind: str, term: int, node_id: int, payload: bytes) -> bytes:
     return msgpack.packb([ENTRY_VERSION, kind, term, node_id, payload], use_bin_type=True)
 
@@ -167,6 +177,7 @@ class PartitionReplica(SyncObj):
         bind_address: str | None = None,
         on_events: Callable[[list[Event]], None] | None = None,
         on_state_change: Callable[[], None] | None = None,
+        peer_specs: dict[str, str] | None = None,
     ) -> None:
         # Set before SyncObj starts: the journal replays through apply_entry.
         self.on_events = on_events
@@ -209,6 +220,8 @@ class PartitionReplica(SyncObj):
         )
         # Both read by our patch of pysyncobj (raft/syncobj_patch.py).
         conf.preVote = settings.pre_vote
+        # Online membership (`add_member` / `remove_member`): pysyncobj's single-server changes through the log.
+        conf.dynamicMembershipChange = True
         snapshot_damage = set_aside_damaged_snapshot(f"{data_prefix}.snapshot")
         conf.journal = self.journal = CheckedJournal(
             f"{data_prefix}.wal",
@@ -233,7 +246,13 @@ class PartitionReplica(SyncObj):
             self._transport = DurableTransport(*args, journal=self.journal)
             return self._transport
 
-        super().__init__(self_address, peer_addresses, conf, transportClass=transport)
+        specs = peer_specs or {}
+        super().__init__(
+            raft_node(self_address, specs.get(self_address)),
+            [raft_node(a, specs.get(a)) for a in peer_addresses],
+            conf,
+            transportClass=transport,
+        )
 
     @property
     def encryptor(self) -> RaftCipher:
@@ -309,7 +328,7 @@ class PartitionReplica(SyncObj):
                 "fence_term": self.fence_term,
                 "last_effective_index": self.last_effective_index,
                 "store": self.store.snapshot(),
-                "raft": [list(last_entry), list(previous_entry), sorted(node.address for node in cluster)],
+                "raft": [list(last_entry), list(previous_entry), sorted(_member(node) for node in cluster)],
             }
         data = msgpack.packb(body, use_bin_type=True)
         with open(path, "wb") as f:
@@ -326,7 +345,9 @@ class PartitionReplica(SyncObj):
             self.store = GroupStore.restore(body["store"])
             self.fence_term = body["fence_term"]
             self.last_effective_index = body.get("last_effective_index", 0)  # absent before events had prev_index
-        return tuple(last_entry), tuple(previous_entry), {TCPNode(a) for a in addresses}
+        # Members were bare addresses before they carried their node's spec.
+        members = [(m, None) if isinstance(m, str) else (m[0], m[1] or None) for m in addresses]
+        return tuple(last_entry), tuple(previous_entry), {raft_node(a, spec) for a, spec in members}
 
     # -- status ---------------------------------------------------------------------------------------
 
@@ -360,6 +381,35 @@ class PartitionReplica(SyncObj):
 
     def term(self) -> int:
         return self.raftCurrentTerm
+
+    # -- membership -------------------------------------------------------------------------------------
+
+    def members(self) -> dict[str, str | None]:
+        """This replica's view of the partition's voters, itself included: Raft address -> node spec (None when the
+        node came from this node's `peers` setting). A change counts from the moment it is in the log (Raft's
+        single-server changes), so a follower's view may run ahead of what has committed."""
+        nodes = [self.selfNode, *self.otherNodes]
+        return {node.address: getattr(node, "spec", None) for node in nodes}
+
+    def last_log_index(self) -> int:
+        """The index of the last entry in this replica's log (committed or not)."""
+        entries = self.journal
+        return entries[-1][1] if len(entries) else 0
+
+    def add_member(self, address: str, spec: str, callback: Callable[[Any, Any], None]) -> None:
+        """Proposes adding a voter (forwarded to the leader by pysyncobj); `callback(result, FAIL_REASON)` once it
+        has committed or been refused (a change still in flight, no leader, already a member)."""
+        self.addNodeToCluster(raft_node(address, spec), callback)
+
+    def ask_leader_to_hand_over(self) -> None:
+        """Asks the partition's leader (another node) to transfer its leadership: what removing it needs first."""
+        leader = self._getLeader()
+        if leader is not None and leader != self.selfNode:
+            self._transport.send(leader, {"type": HAND_OVER})
+
+    def remove_member(self, address: str, callback: Callable[[Any, Any], None]) -> None:
+        """Proposes removing a voter; the leader refuses to remove itself (it must hand the partition over first)."""
+        self.removeNodeFromCluster(TCPNode(address), callback)
 
     def is_connected(self, address: str) -> bool:
         """Whether this replica has a live Raft connection to the replica at `address`."""

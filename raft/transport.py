@@ -26,6 +26,9 @@ from pysyncobj.transport import TCPTransport
 
 from groupcoord.raft.journal import CheckedJournal
 
+# A follower asks the leader to hand its partition over (its own message type: pysyncobj ignores unknown ones).
+HAND_OVER = "gc_hand_over"
+
 
 class DurableTransport(TCPTransport):  # type: ignore[misc]  # pysyncobj has no type hints
     def __init__(self, syncObj: Any, selfNode: Any, otherNodes: Any, journal: CheckedJournal) -> None:
@@ -35,7 +38,6 @@ class DurableTransport(TCPTransport):  # type: ignore[misc]  # pysyncobj has no 
         # follower, the send time of the latest AppendEntries from each node, echoed in the acknowledgement.
         self._acked: dict[Any, float] = {}
         self._echo: dict[Any, float] = {}
-        self._others = otherNodes  # SyncObj's own set of the other nodes
         super().__init__(syncObj, selfNode, otherNodes)
 
     def lease_base(self) -> float:
@@ -44,15 +46,22 @@ class DurableTransport(TCPTransport):  # type: ignore[misc]  # pysyncobj has no 
         A follower that heard from a leader grants no pre-vote for `raftMinTimeout / 2` after (our patch of
         pysyncobj), and a new leader needs pre-votes from a majority, which overlaps this one: so no other leader
         can be elected before this time plus that."""
-        needed = (len(self._others) + 1) // 2  # acknowledgements that, with this node's own, make a majority
+        others = self._syncObj.otherNodes  # the current voters: membership changes replace pysyncobj's set
+        needed = (len(others) + 1) // 2  # acknowledgements that, with this node's own, make a majority
         if needed == 0:
             return time.monotonic()
-        acked = sorted((self._acked.get(node, float("-inf")) for node in self._others), reverse=True)
+        acked = sorted((self._acked.get(node, float("-inf")) for node in others), reverse=True)
         return acked[needed - 1]
 
     def _onMessageReceived(self, node: Any, message: Any) -> None:
         if isinstance(message, dict):
             kind, ts = message.get("type"), message.get("ts")
+            if kind == HAND_OVER:
+                # A voter is being removed while it leads (node/membership.py): pysyncobj's leader cannot remove
+                # itself, so it hands the partition to its most caught-up follower first.
+                if self._syncObj._isLeader():
+                    self._syncObj.transferLeadership()
+                return
             if kind == "append_entries" and ts is not None:
                 self._echo[node] = ts
             elif kind == "next_node_idx" and ts is not None and ts > self._acked.get(node, float("-inf")):

@@ -523,6 +523,42 @@ class DescribeClusterResponse(_message.Message):
     partition_count: int
     def __init__(self, error_code: _Optional[int] = ..., node_id: _Optional[int] = ..., nodes: _Optional[_Iterable[_Union[DescribeClusterResponse.Node, _Mapping]]] = ..., partitions: _Optional[_Iterable[_Union[DescribeClusterResponse.Partition, _Mapping]]] = ..., partition_count: _Optional[int] = ...) -> None: ...
 
+class AddRaftVoterRequest(_message.Message):
+    __slots__ = ("node", "timeout_ms")
+    NODE_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    node: str
+    timeout_ms: int
+    def __init__(self, node: _Optional[str] = ..., timeout_ms: _Optional[int] = ...) -> None: ...
+
+class AddRaftVoterResponse(_message.Message):
+    __slots__ = ("error_code", "error_message", "partitions_changed")
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    PARTITIONS_CHANGED_FIELD_NUMBER: _ClassVar[int]
+    error_code: int
+    error_message: str
+    partitions_changed: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, error_code: _Optional[int] = ..., error_message: _Optional[str] = ..., partitions_changed: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class RemoveRaftVoterRequest(_message.Message):
+    __slots__ = ("node_id", "timeout_ms")
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    node_id: int
+    timeout_ms: int
+    def __init__(self, node_id: _Optional[int] = ..., timeout_ms: _Optional[int] = ...) -> None: ...
+
+class RemoveRaftVoterResponse(_message.Message):
+    __slots__ = ("error_code", "error_message", "partitions_changed")
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    PARTITIONS_CHANGED_FIELD_NUMBER: _ClassVar[int]
+    error_code: int
+    error_message: str
+    partitions_changed: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, error_code: _Optional[int] = ..., error_message: _Optional[str] = ..., partitions_changed: _Optional[_Iterable[int]] = ...) -> None: ...
+
 class ReadEventsRequest(_message.Message):
     __slots__ = ("partitions",)
     PARTITIONS_FIELD_NUMBER: _ClassVar[int]

@@ -109,6 +109,16 @@ class GroupCoordinatorStub:
                 request_serializer=groupcoord_dot_protocol_dot_v1_dot_groupcoord__pb2.ReadEventsRequest.SerializeToString,
                 response_deserializer=groupcoord_dot_protocol_dot_v1_dot_groupcoord__pb2.ReadEventsResponse.FromString,
                 _registered_method=True)
+        self.AddRaftVoter = channel.unary_unary(
+                '/groupcoord.v1.GroupCoordinator/AddRaftVoter',
+                request_serializer=groupcoord_dot_protocol_dot_v1_dot_groupcoord__pb2.AddRaftVoterRequest.SerializeToString,
+                response_deserializer=groupcoord_dot_protocol_dot_v1_dot_groupcoord__pb2.AddRaftVoterResponse.FromString,
+                _registered_method=True)
+        self.RemoveRaftVoter = channel.unary_unary(
+                '/groupcoord.v1.GroupCoordinator/RemoveRaftVoter',
+                request_serializer=groupcoord_dot_protocol_dot_v1_dot_groupcoord__pb2.RemoveRaftVoterRequest.SerializeToString,
+                response_deserializer=groupcoord_dot_protocol_dot_v1_dot_groupcoord__pb2.RemoveRaftVoterResponse.FromString,
+                _registered_method=True)
 
 
 class GroupCoordinatorServicer:
@@ -217,6 +227,22 @@ class GroupCoordinatorServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def AddRaftVoter(self, request, context):
+        """Online membership (Kafka's KIP-853 names; admin only): a node becomes, or stops being, a voter of every
+        partition. Both are idempotent and answered once every partition has committed the change (or at the deadline,
+        REQUEST_TIMED_OUT, safe to repeat). Send RemoveRaftVoter to the node being removed while it runs: it hands over
+        the partitions it leads first (a Raft leader cannot remove itself).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RemoveRaftVoter(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_GroupCoordinatorServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -294,6 +320,16 @@ def add_GroupCoordinatorServicer_to_server(servicer, server):
                     servicer.ReadEvents,
                     request_deserializer=groupcoord_dot_protocol_dot_v1_dot_groupcoord__pb2.ReadEventsRequest.FromString,
                     response_serializer=groupcoord_dot_protocol_dot_v1_dot_groupcoord__pb2.ReadEventsResponse.SerializeToString,
+            ),
+            'AddRaftVoter': grpc.unary_unary_rpc_method_handler(
+                    servicer.AddRaftVoter,
+                    request_deserializer=groupcoord_dot_protocol_dot_v1_dot_groupcoord__pb2.AddRaftVoterRequest.FromString,
+                    response_serializer=groupcoord_dot_protocol_dot_v1_dot_groupcoord__pb2.AddRaftVoterResponse.SerializeToString,
+            ),
+            'RemoveRaftVoter': grpc.unary_unary_rpc_method_handler(
+                    servicer.RemoveRaftVoter,
+                    request_deserializer=groupcoord_dot_protocol_dot_v1_dot_groupcoord__pb2.RemoveRaftVoterRequest.FromString,
+                    response_serializer=groupcoord_dot_protocol_dot_v1_dot_groupcoord__pb2.RemoveRaftVoterResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -701,6 +737,60 @@ class GroupCoordinator:
             '/groupcoord.v1.GroupCoordinator/ReadEvents',
             groupcoord_dot_protocol_dot_v1_dot_groupcoord__pb2.ReadEventsRequest.SerializeToString,
             groupcoord_dot_protocol_dot_v1_dot_groupcoord__pb2.ReadEventsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def AddRaftVoter(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/groupcoord.v1.GroupCoordinator/AddRaftVoter',
+            groupcoord_dot_protocol_dot_v1_dot_groupcoord__pb2.AddRaftVoterRequest.SerializeToString,
+            groupcoord_dot_protocol_dot_v1_dot_groupcoord__pb2.AddRaftVoterResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RemoveRaftVoter(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/groupcoord.v1.GroupCoordinator/RemoveRaftVoter',
+            groupcoord_dot_protocol_dot_v1_dot_groupcoord__pb2.RemoveRaftVoterRequest.SerializeToString,
+            groupcoord_dot_protocol_dot_v1_dot_groupcoord__pb2.RemoveRaftVoterResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -196,6 +196,23 @@ def read_events(groups: Pool, members: Pool, instances: Pool, most: int = BULK) 
     return st.builds(pb.ReadEventsRequest, partitions=repeated(st.one_of(st.integers(-1, 4), int32s)))
 
 
+def _node_spec() -> Strategy[str]:
+    """A `peers` entry: on loopback only (the node connects to it before it changes anything), or garbage."""
+    port = st.integers(-1, 70_000).map(str)
+    loopback = st.builds(lambda i, p, r: f"{i}=127.0.0.1:{p}:{r}", st.integers(-5, 9), port, port)
+    return st.one_of(loopback, st.sampled_from(NASTY), st.text(max_size=40).filter(lambda t: "=" not in t))
+
+
+def add_raft_voter(groups: Pool, members: Pool, instances: Pool, most: int = BULK) -> Strategy[Message]:
+    return st.builds(pb.AddRaftVoterRequest, node=_node_spec(), timeout_ms=st.one_of(st.integers(-1, 2_000), int32s))
+
+
+def remove_raft_voter(groups: Pool, members: Pool, instances: Pool, most: int = BULK) -> Strategy[Message]:
+    # A node id the single fuzz node does not have, or its own (refused): never an actual removal.
+    node_ids = st.one_of(st.integers(-1, 9), int32s)
+    return st.builds(pb.RemoveRaftVoterRequest, node_id=node_ids, timeout_ms=st.one_of(st.integers(-1, 2_000), int32s))
+
+
 RequestStrategy = Callable[[Pool, Pool, Pool, int], Strategy[Message]]
 # Every RPC of the service, by method name (the gRPC target checks this covers the whole service).
 BY_METHOD: dict[str, RequestStrategy] = {
@@ -214,6 +231,8 @@ BY_METHOD: dict[str, RequestStrategy] = {
     "DeleteGroups": delete_groups,
     "DescribeCluster": describe_cluster,
     "ReadEvents": read_events,
+    "AddRaftVoter": add_raft_voter,
+    "RemoveRaftVoter": remove_raft_voter,
 }
 
 

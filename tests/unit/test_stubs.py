@@ -51,7 +51,9 @@ SPEC_ERRORS = {
 
 # Codes the project uses beyond SPEC §1's list; each must still carry Kafka's own number for that name.
 KAFKA_EXTRA_ERRORS = {
+    "REQUEST_TIMED_OUT": 7,
     "GROUP_AUTHORIZATION_FAILED": 30,
+    "CLUSTER_AUTHORIZATION_FAILED": 31,
     "POLICY_VIOLATION": 44,
     "THROTTLING_QUOTA_EXCEEDED": 89,
     "DUPLICATE_RESOURCE": 92,

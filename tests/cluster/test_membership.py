@@ -1,0 +1,211 @@
+"""Online membership changes on real node processes (issue 21, item 8): a 3-node cluster grows to 5 and shrinks back
+to 3 with `groupcoord cluster add-node` / `remove-node` while a static member heartbeats and offsets are committed;
+no acknowledged commit is lost and the Stable group is never rebalanced."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import grpc
+import pytest
+
+from groupcoord.protocol.errors import Errors
+from groupcoord.protocol.v1 import groupcoord_pb2 as pb
+from groupcoord.protocol.v1 import groupcoord_pb2_grpc as pb_grpc
+from tests.cluster.test_storage_faults import commit, fetch_all
+from tests.cluster.test_three_nodes import PARTITIONS, SECRET, Cluster, _coordinator, _rpc, _stable_static_group
+
+
+class GrowingCluster(Cluster):
+    """Five node slots; the first three form the cluster, the others are started as they are added."""
+
+    def __init__(self, tmp: Path) -> None:
+        self.tmp, self.flags, self.size = tmp, (), 5
+        from groupcoord.chaos.cluster import free_base
+
+        self.hosts = [f"127.0.0.{i + 1}" for i in range(self.size)]
+        taken: set[int] = set()
+        self.ports = [free_base(h, 1, taken) for h in self.hosts]
+        self.raft_ports = [free_base(h, PARTITIONS, taken) for h in self.hosts]
+        self.nodes = [None] * self.size
+        self.peers = self.peers_of(3)
+        try:
+            for i in range(3):
+                self.start(i)
+            self.wait_serving()
+        except BaseException:
+            self.stop_all()
+            raise
+
+    def spec(self, i: int) -> str:
+        return f"{i + 1}={self.hosts[i]}:{self.ports[i]}:{self.raft_ports[i]}"
+
+    def peers_of(self, count: int) -> str:
+        return ",".join(self.spec(i) for i in range(count))
+
+    def wait_listening(self, i: int, timeout_s: float = 30.0) -> None:
+        """Until node i's last Raft port accepts connections (add-node refuses a node that is not there yet)."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                socket.create_connection((self.hosts[i], self.raft_ports[i] + PARTITIONS - 1), timeout=1).close()
+                return
+            except OSError:
+                assert time.monotonic() < deadline, f"node {i + 1} never listened"
+                time.sleep(0.05)
+
+    def live(self) -> list[int]:
+        return [i for i, node in enumerate(self.nodes) if node is not None]
+
+    def cli(self, *argv: str) -> subprocess.CompletedProcess[str]:
+        bootstrap = ",".join(self.address(i) for i in self.live())
+        return subprocess.run(
+            [sys.executable, "-m", "groupcoord", "cluster", *argv, f"--bootstrap={bootstrap}", "--timeout=60"],
+            capture_output=True,
+            text=True,
+            timeout=90,
+            env={**os.environ, "GROUPCOORD_CLUSTER_SECRET": SECRET},
+        )
+
+    def describe(self, i: int) -> pb.DescribeClusterResponse:
+        with grpc.insecure_channel(self.address(i)) as channel:
+            return pb_grpc.GroupCoordinatorStub(channel).DescribeCluster(pb.DescribeClusterRequest(), timeout=10)
+
+    def wait_voters(self, voters: list[int], timeout_s: float = 30.0) -> None:
+        """Every voter sees exactly `voters` in every partition, and every partition has a leader among them. (A
+        removed node that still runs is not asked: the leaders stop talking to it, so it never learns.)"""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                views = {i: self.describe(i) for i in self.live() if i + 1 in voters}
+            except grpc.RpcError:  # a node just started, not listening yet
+                views = {}
+            if views and all(
+                list(p.replica_node_ids) == voters and p.leader_node_id in voters
+                for view in views.values()
+                for p in view.partitions
+            ):
+                return
+            assert time.monotonic() < deadline, f"voters never became {voters}: {views}"
+            time.sleep(0.1)
+
+
+class Load:
+    """A static member heartbeating its coordinator wherever it moves, and a committer of rising offsets."""
+
+    def __init__(self, cluster: GrowingCluster, member: pb.JoinGroupResponse, group: str) -> None:
+        self.cluster, self.member, self.group = cluster, member, group
+        self.acked: dict[str, int] = {}
+        self.heartbeat_errors: list[int] = []
+        self.heartbeats = 0
+        self._stop = asyncio.Event()
+
+    async def heartbeat(self) -> None:
+        beat = pb.HeartbeatRequest(group_id=self.group, generation_id=1, member_id=self.member.member_id)
+        while not self._stop.is_set():
+            try:
+                coordinator = await _coordinator(self.cluster, self.group, self.cluster.live()[0])
+                if coordinator:
+                    code = (await _rpc(coordinator, "Heartbeat", beat)).error_code
+                    if code == Errors.NONE:
+                        self.heartbeats += 1
+                    elif code not in (Errors.COORDINATOR_LOAD_IN_PROGRESS, Errors.COORDINATOR_NOT_AVAILABLE):
+                        self.heartbeat_errors.append(code)
+            except grpc.aio.AioRpcError:
+                pass  # a node that is being stopped
+            await asyncio.sleep(0.5)
+
+    async def commits(self, groups: list[str]) -> None:
+        offset = 0
+        while not self._stop.is_set():
+            offset += 1
+            for group in groups:
+                await commit(self.cluster, group, offset, timeout_s=30)
+                self.acked[group] = offset
+            await asyncio.sleep(0.05)
+
+    def stop(self) -> None:
+        self._stop.set()
+
+
+async def _in_thread(fn, *args):
+    return await asyncio.to_thread(fn, *args)
+
+
+@pytest.mark.timeout(300)
+async def test_three_nodes_grow_to_five_and_shrink_back_under_load(tmp_path: Path):
+    cluster = GrowingCluster(tmp_path)
+    try:
+        group = "scaled"
+        _, (member,) = await _stable_static_group(cluster, group)
+        load = Load(cluster, member, group)
+        groups = [f"offsets-{i}" for i in range(8)]
+        tasks = [asyncio.create_task(load.heartbeat()), asyncio.create_task(load.commits(groups))]
+        await asyncio.sleep(1)
+
+        for i in (3, 4):  # start the node with peers naming the voters and itself, then add it
+            cluster.peers = cluster.peers_of(i + 1)
+            cluster.start(i)
+            await _in_thread(cluster.wait_listening, i)
+            added = await _in_thread(cluster.cli, "add-node", cluster.spec(i))
+            assert added.returncode == 0, added.stderr
+            assert "is a voter of every partition" in added.stdout
+            await _in_thread(cluster.wait_voters, list(range(1, i + 2)))
+        await _in_thread(cluster.wait_serving)  # all five serve, and leadership spreads over them
+        # A voter restarted with the `peers` it was first started with learns the voters from its log.
+        first = cluster.nodes[0]
+        first.proc.terminate()
+        first.proc.wait(10)
+        cluster.peers = cluster.peers_of(3)
+        cluster.start(0)
+        await _in_thread(cluster.wait_voters, [1, 2, 3, 4, 5])
+        again = await _in_thread(cluster.cli, "add-node", cluster.spec(4))
+        assert again.returncode == 0 and "none, it already was" in again.stdout, again
+        await asyncio.sleep(2)
+
+        for i in (4, 3):  # remove the node (it hands over what it leads), then stop it
+            removed = await _in_thread(cluster.cli, "remove-node", str(i + 1))
+            assert removed.returncode == 0, removed.stderr
+            await _in_thread(cluster.wait_voters, list(range(1, i + 1)))
+            cluster.nodes[i].proc.terminate()
+            cluster.nodes[i].proc.wait(10)
+            cluster.nodes[i] = None
+        await asyncio.sleep(2)
+        load.stop()
+        await asyncio.gather(*tasks)
+
+        assert load.heartbeat_errors == [], "the static member was fenced or rebalanced"
+        assert load.heartbeats > 10
+        survivors = await fetch_all(cluster, groups)
+        assert survivors == load.acked, "an acknowledged commit was lost"
+        assert min(load.acked.values()) > 20
+        coordinator = await _coordinator(cluster, group, 0)
+        described = (await _rpc(coordinator, "DescribeGroups", pb.DescribeGroupsRequest(group_ids=[group]))).groups[0]
+        assert (described.group_state, described.generation_id) == ("Stable", 1)
+        print(f"membership 3->5->3: {load.heartbeats} heartbeats, {sum(load.acked.values())} commits acknowledged")
+    finally:
+        cluster.stop_all()
+
+
+async def test_membership_changes_refuse_a_conflicting_node_and_remove_idempotently(tmp_path: Path):
+    cluster = GrowingCluster(tmp_path)
+    try:
+        clash = f"2={cluster.hosts[3]}:{cluster.ports[3]}:{cluster.raft_ports[3]}"  # node 2's id, another address
+        refused = await _in_thread(cluster.cli, "add-node", clash)
+        assert refused.returncode == 1 and "INVALID_REQUEST" in refused.stderr, refused
+        assert "node 2 is a voter as" in refused.stderr
+        absent = await _in_thread(cluster.cli, "add-node", cluster.spec(3))  # never started
+        assert absent.returncode == 1 and "node 4 does not answer at" in absent.stderr, absent
+        bad = await _in_thread(cluster.cli, "add-node", "not-a-node")
+        assert bad.returncode == 1 and "INVALID_REQUEST" in bad.stderr, bad
+        gone = await _in_thread(cluster.cli, "remove-node", "9")
+        assert gone.returncode == 0 and "none, it already was" in gone.stdout, gone
+        await _in_thread(cluster.wait_voters, [1, 2, 3])
+    finally:
+        cluster.stop_all()
