@@ -28,7 +28,9 @@ WORKER_CRASHED = "worker_crashed"
 PENDING_GROWTH = "pending_growth"
 HISTORY_CORRUPT = "history_corrupt"
 VACUOUS = "vacuous"
+REPLICA_DIVERGENCE = "replica_divergence"
 KINDS = (
+    REPLICA_DIVERGENCE,
     DOUBLE_OWNERSHIP,
     OWNED_PAST_SESSION,
     OFFSET_BACKWARDS,
@@ -46,8 +48,9 @@ KINDS = (
 )
 
 NODE_FAULTS = frozenset(
-    {"kill_node", "pause_node", "restart_node", "partition_node", "restart_cluster", "wipe_node", "damage_journal"}
-)
+    {"kill_node", "pause_node", "restart_node", "partition_node", "restart_cluster", "wipe_node", "damage_journal",
+     "one_way_partition", "replace_node", "fill_disk"}
+)  # fmt: skip
 DEFAULT_TOLERANCE_S = 0.5
 SESSION_LOST = "session_lost"
 MEMBER_EVENTS = frozenset({"assigned", "revoked", "commit", "fetch"})
@@ -450,6 +453,14 @@ class _Checker:
                 e["t"],
                 f"node {e.get('node', '?')} (pid {e.get('pid', '?')}) exited with code {e.get('returncode', '?')} "
                 f"at {self.at(e['t'])} although nobody stopped it",
+            )
+        for e in (e for e in self.history.harness if e["ev"] == "node_alarm"):
+            self.flag(
+                REPLICA_DIVERGENCE,
+                "",
+                e["t"],
+                f"node {e.get('node', '?')} logged {e.get('event')}: its replica of partition "
+                f"{e.get('partition', '?')} differs from another replica's state at log index {e.get('index', '?')}",
             )
         for e in (e for e in self.history.harness if e["ev"] == "worker_exit" and e.get("expected") is False):
             self.flag(

@@ -31,6 +31,8 @@ RPC_TIMEOUT_S = 1.0
 LOW_PORT = 10_000  # free ports are looked for from here up to the ephemeral range
 CHANNEL_OPTIONS = (("grpc.enable_http_proxy", 0),)
 SECRET_ENV = "GROUPCOORD_CLUSTER_SECRET"
+# How long a membership change is retried (no leader yet, a change still in flight) before the fault moves on.
+VOTER_CHANGE_S = 30.0
 
 
 @dataclass
@@ -90,8 +92,12 @@ class ChaosCluster:
         history: Recorder,
         secret: str,
         node_flags: list[str],
+        disk_mb: int | None = None,
     ) -> None:
         self.network, self.size, self.partitions = network, size, partitions
+        # Each node's data directory on a tmpfs of this size (root only), so that a fault can fill it.
+        self.disk_mb = disk_mb if disk_mb and os.geteuid() == 0 else None
+        self._mounts: list[Path] = []
         self.run_dir, self.history, self.secret, self.node_flags = run_dir, history, secret, node_flags
         self.nodes: dict[int, NodeProc] = {}
         taken: set[int] = set()
@@ -116,6 +122,8 @@ class ChaosCluster:
         node = self.nodes[node_id]
         data_dir = self.run_dir / f"node{node_id}"
         data_dir.mkdir(parents=True, exist_ok=True)
+        if self.disk_mb is not None and self.data_dir(node_id) not in self._mounts:
+            self._mount(self.data_dir(node_id))
         cmd = [
             *self.network.wrap(node_id), sys.executable, "-m", "groupcoord", "node",
             f"--node-id={node_id}", f"--host={node.host}", f"--port={node.port}", f"--peers={self.peers}",
@@ -130,6 +138,52 @@ class ChaosCluster:
         with self._lock:
             node.proc, node.expect_exit, node.paused, node.reported = proc, False, False, False
         self.history.write("node_started", node=node_id, pid=proc.pid)
+
+    def _mount(self, path: Path) -> None:
+        path.mkdir(parents=True, exist_ok=True)
+        subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={self.disk_mb}m", "tmpfs", str(path)], check=True)
+        self._mounts.append(path)
+
+    def unmount_all(self) -> None:
+        """Unmounts the data directories' tmpfs mounts (their data goes with them)."""
+        while self._mounts:
+            subprocess.run(["umount", "-l", str(self._mounts.pop())], capture_output=True, check=False)
+
+    def wait_listening(self, node_id: int, timeout_s: float) -> bool:
+        """Until the node's last Raft port accepts connections (a node added as a voter must be there)."""
+        node = self.nodes[node_id]
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection((node.host, node.raft_port + self.partitions - 1), timeout=1).close()
+                return True
+            except OSError:
+                time.sleep(0.05)
+        return False
+
+    def change_voters(self, via: int, add: int | None = None, remove: int | None = None) -> str:
+        """AddRaftVoter or RemoveRaftVoter at node `via`, retried for a while; the error name of the last answer."""
+        deadline = time.monotonic() + VOTER_CHANGE_S
+        last = "no answer"
+        while time.monotonic() < deadline:
+            stub = self._stub(self.nodes[via].address)
+            try:
+                if add is not None:
+                    node = self.nodes[add]
+                    spec = f"{add}={node.host}:{node.port}:{node.raft_port}"
+                    reply = stub.AddRaftVoter(pb.AddRaftVoterRequest(node=spec, timeout_ms=10_000), timeout=15)
+                else:
+                    request = pb.RemoveRaftVoterRequest(node_id=remove or 0, timeout_ms=10_000)
+                    reply = stub.RemoveRaftVoter(request, timeout=15)
+            except grpc.RpcError as exc:
+                last = exc.code().name
+                time.sleep(0.2)
+                continue
+            last = Errors(reply.error_code).name
+            if reply.error_code == Errors.NONE:
+                break
+            time.sleep(0.2)
+        return last
 
     def signal(self, node_id: int, sig: signal.Signals) -> None:
         """Sends `sig` to a node this run started; SIGKILL and SIGTERM mark its exit as expected."""

@@ -20,10 +20,14 @@ PHASE_POLL_S = 0.01
 
 # One cycle of the scripted schedule: every kind early, so that a short run covers them all.
 ROTATION = (
-    "kill_join", "kill_sync", "pause", "partition", "kill_worker", "restart_node",
-    "kill_join", "kill_sync", "wipe_node", "restart_cluster", "damage_journal", "kill_sync",
-    "partition", "kill_join", "pause", "restart_node", "pause", "kill_worker",
+    "kill_join", "kill_sync", "pause", "partition", "kill_worker", "restart_node", "one_way_partition",
+    "kill_join", "replace_node", "kill_sync", "wipe_node", "restart_cluster", "fill_disk", "damage_journal",
+    "kill_sync", "partition", "kill_join", "pause", "restart_node", "one_way_partition", "pause", "kill_worker",
 )  # fmt: skip
+# Fault events that end a fault rather than start one.
+ENDINGS = ("resume_node", "heal_partition", "restart_worker", "free_disk", "voter_added")
+# How long a node that was started again may take to listen before it is added back as a voter.
+LISTEN_WAIT_S = 30.0
 NODE_FAULTS = frozenset(ROTATION) - {"kill_worker"}
 
 
@@ -36,7 +40,7 @@ class Faults:
 
     def _fault(self, kind: str, **data: object) -> None:
         t = self.history.write("fault", kind=kind, **data)
-        if kind not in ("resume_node", "heal_partition", "restart_worker"):
+        if kind not in ENDINGS:
             self.injected_at = t
 
     def run(self, kind: str) -> None:
@@ -50,6 +54,9 @@ class Faults:
             "restart_cluster": self.restart_cluster,
             "wipe_node": self.wipe_node,
             "damage_journal": self.damage_journal,
+            "one_way_partition": self.one_way_partition,
+            "replace_node": self.replace_node,
+            "fill_disk": self.fill_disk,
         }
         actions[kind]()
 
@@ -121,7 +128,16 @@ class Faults:
 
     def partition(self) -> None:
         """Cuts a busy group's coordinator (the leader of its Raft partition) off from every other node, while
-        clients can still reach it; without network namespaces a pause stands in, and the history says so."""
+        clients can still reach it, and restarts one of the group's members meanwhile."""
+        self._partition(one_way=False)
+
+    def one_way_partition(self) -> None:
+        """A busy group's coordinator hears nothing from the other nodes (inbound), or they hear nothing from it
+        (outbound), while clients still reach it."""
+        self._partition(one_way=True)
+
+    def _partition(self, one_way: bool) -> None:
+        """3-5 s of it; without network namespaces a pause stands in, and the history says so."""
         if not self.cluster.network.can_partition:
             self._fault("partition_unavailable", network=self.cluster.network.name)
             self.pause()
@@ -129,15 +145,58 @@ class Faults:
         group = self.rng.choice(self.groups)
         node_id = self._coordinator(group)
         others = [n for n in self.cluster.nodes if n != node_id]
-        trigger = self._dynamic(group)
-        self.cluster.network.partition(node_id, others)
+        trigger = None if one_way else self._dynamic(group)
+        inbound = not one_way or self.rng.random() < 0.5
+        self.cluster.network.partition(node_id, others, inbound=inbound, outbound=not one_way or not inbound)
         seconds = self.rng.uniform(3.0, 5.0)
-        self._fault("partition_node", node=node_id, group=group, phase=self._phase(group), seconds=round(seconds, 3))
+        kind = "one_way_partition" if one_way else "partition_node"
+        data = {"direction": "inbound" if inbound else "outbound"} if one_way else {}
+        self._fault(kind, node=node_id, group=group, phase=self._phase(group), seconds=round(seconds, 3), **data)
         if trigger is not None:
             self.fleet.restart(trigger.name)
         time.sleep(seconds)
         self.cluster.network.heal()
         self._fault("heal_partition", node=node_id)
+
+    def replace_node(self) -> None:
+        """Online membership: a group's coordinator is removed from every partition's voters (RemoveRaftVoter at
+        another node), stopped, its data directory wiped, started again empty and added back (AddRaftVoter): a
+        pod rescheduled onto an empty volume, with the scaling hooks of deploy/README.md."""
+        group = self.rng.choice(self.groups)
+        node_id = self._coordinator(group)
+        via = self.rng.choice([n for n in self.cluster.nodes if n != node_id])
+        seen = self._phase(group)
+        removed = self.cluster.change_voters(via, remove=node_id)
+        self._fault("replace_node", node=node_id, group=group, phase=seen, via=via, removed=removed)
+        self.cluster.signal(node_id, signal.SIGTERM)
+        shutil.rmtree(self.cluster.data_dir(node_id), ignore_errors=True)
+        time.sleep(self.rng.uniform(0.5, 1.5))
+        self.cluster.start(node_id)
+        self.cluster.wait_listening(node_id, LISTEN_WAIT_S)
+        self._fault("voter_added", node=node_id, via=via, added=self.cluster.change_voters(via, add=node_id))
+
+    def fill_disk(self) -> None:
+        """A busy group's coordinator runs out of disk (its data directory is a small tmpfs) for 2-4 s: its event
+        files fail at once, its journals once the megabyte each preallocates is used (the replica is then mute)."""
+        if self.cluster.disk_mb is None:
+            self._fault("fill_disk_unavailable", reason="the data directories are not on tmpfs (needs root)")
+            self.pause()
+            return
+        group = self.rng.choice(self.groups)
+        node_id = self._coordinator(group)
+        filler = self.cluster.data_dir(node_id) / "filler"
+        chunk = b"\0" * (1 << 20)
+        with filler.open("wb", buffering=0) as f:
+            try:
+                while True:
+                    f.write(chunk)
+            except OSError:
+                pass  # ENOSPC: the disk is full
+        seconds = self.rng.uniform(2.0, 4.0)
+        self._fault("fill_disk", node=node_id, group=group, phase=self._phase(group), seconds=round(seconds, 3))
+        time.sleep(seconds)
+        filler.unlink(missing_ok=True)
+        self._fault("free_disk", node=node_id)
 
     def restart_node(self) -> None:
         """A graceful restart (SIGTERM): the node hands its partitions over before it exits."""

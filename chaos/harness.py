@@ -7,6 +7,7 @@ exactly its live members (liveness) → stop the workers → read the final offs
 
 from __future__ import annotations
 
+import json
 import random
 import secrets
 import signal
@@ -25,6 +26,9 @@ from groupcoord.chaos.network import Loopback, Namespaces
 from groupcoord.chaos.report import check_dir, write_report
 from groupcoord.chaos.workers import Fleet, WorkerPlan
 
+# The node log line of a replica divergence (raft/digest.py) and what the history keeps of it.
+ALARM_EVENT = "partition.digest_mismatch"
+ALARM_FIELDS = ("event", "partition", "index", "ts")
 OBSERVE_INTERVAL_S = 0.2
 CONVERGE_POLL_S = 0.1
 RECOVERY_TIMEOUT_S = 45.0
@@ -56,6 +60,10 @@ class ChaosOptions:
     churn_interval_s: tuple[float, float] = (2.0, 5.0)
     ownership_tolerance_s: float = 0.5
     argv: list[str] = field(default_factory=list)
+    # Each node's data directory on a tmpfs of this many MiB (as root), for the fill_disk fault.
+    disk_mb: int | None = 32
+    # Cross-replica state checks this often, so that a divergence shows within the run (raft/digest.py).
+    digest_interval_ms: int = 1_000
 
     @property
     def convergence_bound_s(self) -> float:
@@ -100,7 +108,8 @@ class Harness:
             cluster = ChaosCluster(
                 network, opts.nodes, opts.partitions, opts.out, self.history, secrets.token_hex(16),
                 ["--group-min-session-timeout-ms=1000", "--group-initial-rebalance-delay-ms=0",
-                 "--shutdown-grace-ms=1000"],
+                 "--shutdown-grace-ms=1000", f"--raft-digest-interval-ms={opts.digest_interval_ms}"],
+                disk_mb=opts.disk_mb,
             )  # fmt: skip
             fleet = Fleet(plans, opts.out, self.history, [
                 f"--session-timeout-ms={opts.session_timeout_ms}",
@@ -158,6 +167,24 @@ class Harness:
                 if node.paused:
                     cluster.signal(node.node_id, signal.SIGCONT)
             cluster.stop_all()
+            self._alarms(cluster)
+            cluster.unmount_all()
+
+    def _alarms(self, cluster: ChaosCluster) -> None:
+        """The alarms the nodes logged (a replica whose state differs from another's at the same log index), into
+        the history for the checker."""
+        for node_id in cluster.nodes:
+            log_path = self.opts.out / f"node{node_id}" / "node.log"
+            lines = log_path.read_text(errors="replace").splitlines() if log_path.exists() else []
+            for line in lines:
+                if ALARM_EVENT not in line or not line.startswith("{"):
+                    continue
+                try:
+                    entry = json.loads(line)
+                except ValueError:
+                    continue
+                if entry.get("event") == ALARM_EVENT:
+                    self.history.write("node_alarm", node=node_id, **{k: entry.get(k) for k in ALARM_FIELDS})
 
     def _background(self, target: Callable[..., None], *args: object) -> None:
         thread = threading.Thread(target=target, args=args, daemon=True)

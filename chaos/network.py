@@ -36,7 +36,7 @@ class Loopback:
     def wrap(self, node_id: int) -> list[str]:
         return []
 
-    def partition(self, node_id: int, others: list[int]) -> None:
+    def partition(self, node_id: int, others: list[int], inbound: bool = True, outbound: bool = True) -> None:
         raise NetworkError("loopback nodes cannot be partitioned; run as root for network namespaces")
 
     def heal(self) -> None:
@@ -138,9 +138,13 @@ class Namespaces:
     def wrap(self, node_id: int) -> list[str]:
         return ["ip", "netns", "exec", self._ns(node_id)]
 
-    def partition(self, node_id: int, others: list[int]) -> None:
+    def partition(self, node_id: int, others: list[int], inbound: bool = True, outbound: bool = True) -> None:
+        """Drops what `node_id` receives from `others` (inbound) and what they receive from it (outbound); one
+        direction alone is a one-way partition."""
         for other in others:
-            for here, there in ((node_id, other), (other, node_id)):
+            pairs = [(node_id, other)] if inbound else []
+            pairs += [(other, node_id)] if outbound else []
+            for here, there in pairs:
                 _ip("-n", self._ns(here), "rule", "add", "from", self.host(there), "blackhole",
                     "pref", str(PARTITION_PREF))  # fmt: skip
                 self._partitioned.append((here, self.host(there)))

@@ -113,6 +113,8 @@ class ClusterDescription:
     partition_count: int
     nodes: tuple[NodeInfo, ...] = field(default=())
     partitions: tuple[PartitionInfo, ...] = field(default=())
+    # Empty until the answering node has learned it (a cluster that has not formed yet).
+    cluster_id: str = ""
 
 
 def _first_code(reply: Any) -> int:
@@ -253,6 +255,7 @@ class Admin:
                 PartitionInfo(p.partition_id, p.leader_node_id, p.term, p.commit_index, tuple(p.replica_node_ids))
                 for p in reply.partitions
             ),
+            cluster_id=reply.cluster_id,
         )
 
     async def add_voter(self, node: str) -> list[int]:

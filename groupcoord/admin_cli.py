@@ -269,7 +269,8 @@ def _cluster_describe(args: argparse.Namespace) -> int:
         if args.json:
             _print_json(asdict(c))
             return EXIT_OK
-        print(f"answered by node {c.answered_by}; {c.partition_count} coordinator partitions\n")
+        cluster = f"cluster {c.cluster_id}" if c.cluster_id else "cluster id not known yet"
+        print(f"{cluster}; answered by node {c.answered_by}; {c.partition_count} coordinator partitions\n")
         print(table(["NODE", "ADDRESS", "ALIVE"], [[n.node_id, f"{n.host}:{n.port}", n.alive] for n in c.nodes]))
         print()
         rows = [

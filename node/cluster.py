@@ -29,7 +29,15 @@ from groupcoord.node.balance import LeaderBalancer
 from groupcoord.node.clock import SystemClock
 from groupcoord.node.events import EventFiles, PartitionEvents
 from groupcoord.node.partitions import PartitionHost, Role
-from groupcoord.node.topology import Peer, check_partition_count, format_peer, parse_peers, partition_for
+from groupcoord.node.topology import (
+    Peer,
+    check_partition_count,
+    format_peer,
+    parse_peers,
+    partition_for,
+    read_cluster_id,
+    store_cluster_id,
+)
 from groupcoord.protocol import records as r
 from groupcoord.raft.journal import JournalError
 from groupcoord.raft.partition import PartitionReplica, RaftSettings
@@ -106,6 +114,10 @@ class NodeCluster:
         self._tmp = None if data_dir else tempfile.TemporaryDirectory(prefix="groupcoord-")
         root = Path(data_dir or self._tmp.name)  # type: ignore[union-attr]
         check_partition_count(root, partitions, [p.node_id for p in self.peers])
+        self._root = root
+        # Minted by partition 0's first serving leader and learned from its log (raft/partition.py), then stored
+        # in cluster.json; Raft messages carry it and those of another cluster are dropped (raft/transport.py).
+        self.cluster_id = read_cluster_id(root)
         # Where this node's event files are (node/events.py); None when it writes none.
         self.events_root = root if events is not None and events.max_segments else None
         self._by_raft_address = {p.raft_address(k): p for p in self.peers for k in range(partitions)}
@@ -153,7 +165,28 @@ class NodeCluster:
             on_events=writer.write if writer is not None else None,
             on_state_change=self._wake_poll,
             peer_specs={p.raft_address(k): format_peer(p) for p in self.peers},
+            cluster_id=self.cluster_id,
+            on_cluster_id=self._learn_cluster_id if k == 0 else None,
         )
+
+    def _learn_cluster_id(self, cluster_id: str) -> None:
+        """Partition 0 applied its cluster id entry (on its tick thread, or while it starts)."""
+        if self.cluster_id == cluster_id:
+            return
+        if self.cluster_id is not None:
+            log.error(
+                "cluster.id_conflict",
+                extra=fields(stored=self.cluster_id, in_log=cluster_id, data_dir=str(self._root)),
+            )
+            return
+        try:
+            store_cluster_id(self._root, cluster_id)
+        except OSError as exc:
+            log.error("cluster.id_not_stored", extra=fields(error=str(exc), data_dir=str(self._root)))
+        self.cluster_id = cluster_id
+        log.info("cluster.id", extra=fields(cluster_id=cluster_id))
+        for host in list(self.hosts):
+            host.replica.set_cluster_id(cluster_id)
 
     def replicas(self) -> list[PartitionReplica]:
         return [h.replica for h in self.hosts]
@@ -213,6 +246,8 @@ class NodeCluster:
         peers a client is told about, and who leads what by Raft address."""
         members: list[list[Peer]] = []
         for host in self.hosts:
+            if self.cluster_id is not None:
+                host.replica.set_cluster_id(self.cluster_id)  # one created while partition 0 learned it
             peers = [self._peer(a, spec) for a, spec in host.replica.members().items()]
             members.append(sorted((p for p in peers if p is not None), key=lambda p: p.node_id))
         self._members = members

@@ -27,6 +27,7 @@ import asyncio
 import enum
 import itertools
 import logging
+import uuid
 from collections import deque
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
@@ -43,7 +44,7 @@ from groupcoord.node.responses import error_response
 from groupcoord.protocol import records as r
 from groupcoord.protocol.errors import Errors
 from groupcoord.raft.digest import proposal
-from groupcoord.raft.partition import BARRIER, DIGEST, RECORDS, PartitionReplica, encode_entry
+from groupcoord.raft.partition import BARRIER, CLUSTER_ID, DIGEST, RECORDS, PartitionReplica, encode_entry
 
 if TYPE_CHECKING:
     from groupcoord.node.metrics import PartitionObserver
@@ -142,6 +143,10 @@ class PartitionHost:
         self._rearm()
         self._schedule_digest()
         log.info("partition.serving", extra=fields(partition=self.partition_id, term=term))
+        if self.partition_id == 0 and self.replica.cluster_id is None:
+            # The cluster's identity, minted once: the first such entry applied wins (raft/partition.py).
+            cluster_id = uuid.uuid4().hex
+            self.replica.apply_entry(encode_entry(CLUSTER_ID, term, self.replica.node_id, cluster_id.encode()))
 
     def _schedule_digest(self) -> None:
         interval = self.replica.digest_interval_s

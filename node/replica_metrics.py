@@ -1,6 +1,6 @@
 """Scrape-time metrics of the partition replicas' storage: their Raft journals (raft/journal.py: flushes, write
-errors, damage found at start, replicas that take no part in elections until they have caught up) and their
-cross-replica state checks (raft/digest.py).
+errors, damage found at start, replicas that take no part in elections until they have caught up), their
+cross-replica state checks (raft/digest.py) and the Raft messages they dropped as another cluster's.
 
 Read from the replicas' own counters at scrape time, so writing a journal costs no metric call. The values are
 plain ints and bools written by each replica's tick thread; a scrape may see one a tick old.
@@ -68,6 +68,10 @@ class ReplicaCollector(Collector):
             "(the corruption alarm; partition.digest_mismatch names both)",
             labels=("partition",),
         )
+        foreign = CounterMetricFamily(
+            f"{ns}_raft_foreign_messages",
+            "Raft messages dropped because they carry another cluster's id (raft.foreign_cluster names the sender)",
+        )
         by_error: dict[str, int] = {}
         for partition, journal in journals:
             label = str(partition)
@@ -85,4 +89,5 @@ class ReplicaCollector(Collector):
         for replica in replicas:
             mismatch.add_metric([str(replica.partition_id)], int(replica.digests.mismatch is not None))
         checks.add_metric([], sum(replica.digests.checks for replica in replicas))
-        yield from (fsyncs, fsync_seconds, errors, failing, damaged, catching_up, size, checks, mismatch)
+        foreign.add_metric([], sum(replica.foreign_messages for replica in replicas))
+        yield from (fsyncs, fsync_seconds, errors, failing, damaged, catching_up, size, checks, mismatch, foreign)

@@ -508,7 +508,10 @@ class GroupCoordinatorService:
     async def describe_cluster(self, request: pb.DescribeClusterRequest, context: Context) -> Message:
         cluster = self._cluster
         response = pb.DescribeClusterResponse(
-            error_code=Errors.NONE, node_id=cluster.node_id, partition_count=cluster.partitions
+            error_code=Errors.NONE,
+            node_id=cluster.node_id,
+            partition_count=cluster.partitions,
+            cluster_id=cluster.cluster_id or "",
         )
         for peer in cluster.peers:
             response.nodes.add(

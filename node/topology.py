@@ -104,3 +104,23 @@ def check_partition_count(data_dir: Path, partitions: int, node_ids: list[int]) 
         tmp.replace(meta_path)
     except OSError as exc:
         raise StartupError(f"cannot write {meta_path}: {exc.strerror}") from None
+
+
+def read_cluster_id(data_dir: Path) -> str | None:
+    """The cluster id stored with the data (node/cluster.py), or None before this node has learned it."""
+    try:
+        meta = json.loads((data_dir / "cluster.json").read_text())
+    except (OSError, ValueError):
+        return None
+    value = meta.get("cluster_id") if isinstance(meta, dict) else None
+    return value if isinstance(value, str) else None
+
+
+def store_cluster_id(data_dir: Path, cluster_id: str) -> None:
+    """Adds the cluster id to cluster.json (written whole to a temporary file, renamed into place)."""
+    meta_path = data_dir / "cluster.json"
+    meta = json.loads(meta_path.read_text())
+    meta["cluster_id"] = cluster_id
+    tmp = meta_path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(meta))
+    tmp.replace(meta_path)

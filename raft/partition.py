@@ -12,6 +12,8 @@ versioned envelope:
   empty in entries written before events existed).
 * `digest` — a cross-replica state check (raft/digest.py): each replica hashes its state when it applies one, and
   compares the proposer's hash for the previous one with its own.
+* `cluster_id` — partition 0 only: the cluster's id (UTF-8), minted by its first serving leader. The first one
+  applied is the cluster's; later ones (a leader that proposed one before it learned of another) are ignored.
 * `records` — `protocol.records.encode_batch` bytes. Applied only if `term` is not below the fence, so a
   batch written by a node that had already lost leadership (pysyncobj forwards a follower's commands to
   the leader) is never applied: term fencing.
@@ -61,7 +63,7 @@ SNAPSHOT_VERSION = 1
 # Snapshots start with this and a CRC-32 of the msgpack body that follows.
 SNAPSHOT_MAGIC = b"GCSNAP\x00\x01"
 SNAPSHOT_CRC = struct.Struct("<I")
-BARRIER, RECORDS, DIGEST = "barrier", "records", "digest"
+BARRIER, RECORDS, DIGEST, CLUSTER_ID = "barrier", "records", "digest", "cluster_id"
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,6 +180,8 @@ class PartitionReplica(SyncObj):
         on_events: Callable[[list[Event]], None] | None = None,
         on_state_change: Callable[[], None] | None = None,
         peer_specs: dict[str, str] | None = None,
+        cluster_id: str | None = None,
+        on_cluster_id: Callable[[str], None] | None = None,
     ) -> None:
         # Set before SyncObj starts: the journal replays through apply_entry.
         self.on_events = on_events
@@ -185,6 +189,9 @@ class PartitionReplica(SyncObj):
         self.node_id = node_id
         self.store = GroupStore()
         self.fence_term = 0
+        # The id a `cluster_id` entry of this partition's log gave (partition 0's); reported to `on_cluster_id`.
+        self.cluster_id: str | None = None
+        self.on_cluster_id = on_cluster_id
         # The log index of the last entry that took effect (0: none, or none known from an older snapshot).
         self.last_effective_index = 0
         self.applied_batches = 0
@@ -242,8 +249,11 @@ class PartitionReplica(SyncObj):
         self._transfer_block_s = 2 * settings.election_max_s
         self._transfer: tuple[int, float] = (-1, 0.0)  # (term, monotonic time) of the last transfer sent
 
+        self._node_cluster_id = cluster_id
+
         def transport(*args: Any) -> DurableTransport:
             self._transport = DurableTransport(*args, journal=self.journal)
+            self._transport.cluster_id = self._node_cluster_id
             return self._transport
 
         specs = peer_specs or {}
@@ -278,6 +288,9 @@ class PartitionReplica(SyncObj):
                 prev_index, self.last_effective_index = self.last_effective_index, index
             self._emit([barrier_event(_barrier_time(payload), self.partition_id, index, term, node_id)], prev_index)
             return True
+        if kind == CLUSTER_ID:
+            self._apply_cluster_id(bytes(payload).decode("utf-8", "replace"))
+            return True
         if kind == DIGEST:
             with self.lock:
                 digest = state_digest(self.store.snapshot(), self.fence_term)
@@ -307,6 +320,25 @@ class PartitionReplica(SyncObj):
         self._emit(events, prev_index)
         return True
 
+    def _apply_cluster_id(self, cluster_id: str) -> None:
+        if self.cluster_id is not None:
+            return
+        self.cluster_id = cluster_id
+        if self.on_cluster_id is not None:
+            self.on_cluster_id(cluster_id)
+
+    def set_cluster_id(self, cluster_id: str) -> None:
+        """The node's cluster id (from partition 0): stamped on this replica's Raft messages, checked on theirs."""
+        self._node_cluster_id = cluster_id
+        transport = getattr(self, "_transport", None)  # absent while pysyncobj is still starting
+        if transport is not None:
+            transport.cluster_id = cluster_id
+
+    @property
+    def foreign_messages(self) -> int:
+        """Raft messages dropped because they came from another cluster."""
+        return self._transport.foreign_messages
+
     def _emit(self, events: list[Event], prev_index: int) -> None:
         if events and self.on_events is not None:
             for event in events:
@@ -327,6 +359,7 @@ class PartitionReplica(SyncObj):
                 "partition": self.partition_id,
                 "fence_term": self.fence_term,
                 "last_effective_index": self.last_effective_index,
+                "cluster_id": self.cluster_id,
                 "store": self.store.snapshot(),
                 "raft": [list(last_entry), list(previous_entry), sorted(_member(node) for node in cluster)],
             }
@@ -345,6 +378,8 @@ class PartitionReplica(SyncObj):
             self.store = GroupStore.restore(body["store"])
             self.fence_term = body["fence_term"]
             self.last_effective_index = body.get("last_effective_index", 0)  # absent before events had prev_index
+        if isinstance(body.get("cluster_id"), str):
+            self._apply_cluster_id(body["cluster_id"])
         # Members were bare addresses before they carried their node's spec.
         members = [(m, None) if isinstance(m, str) else (m[0], m[1] or None) for m in addresses]
         return tuple(last_entry), tuple(previous_entry), {raft_node(a, spec) for a, spec in members}

@@ -15,19 +15,30 @@ entries up to the journal's `durableIndex`.
 It also keeps what a leader lease needs (`lease_base`): each AppendEntries carries its send time (`ts`, the
 leader's monotonic clock), each acknowledgement echoes the `ts` of the AppendEntries it answers, and the leader
 keeps the latest echoed `ts` per follower. Nodes without it ignore the extra key.
+
+And the cluster's identity: once the node knows its cluster id, every message carries it (`cid`), and a message that
+carries another is dropped, counted and logged (`raft.foreign_cluster`).
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import Any
 
 from pysyncobj.transport import TCPTransport
 
+from groupcoord.logfields import fields
 from groupcoord.raft.journal import CheckedJournal
+
+log = logging.getLogger(__name__)
 
 # A follower asks the leader to hand its partition over (its own message type: pysyncobj ignores unknown ones).
 HAND_OVER = "gc_hand_over"
+# The key of every message that carries the sender's cluster id (old nodes ignore keys they do not read).
+CLUSTER_ID_KEY = "cid"
+# One raft.foreign_cluster line per sending node per this many seconds; the metric counts every message.
+FOREIGN_LOG_S = 10.0
 
 
 class DurableTransport(TCPTransport):  # type: ignore[misc]  # pysyncobj has no type hints
@@ -38,6 +49,12 @@ class DurableTransport(TCPTransport):  # type: ignore[misc]  # pysyncobj has no 
         # follower, the send time of the latest AppendEntries from each node, echoed in the acknowledgement.
         self._acked: dict[Any, float] = {}
         self._echo: dict[Any, float] = {}
+        # The cluster this node belongs to (node/cluster.py sets it once known): stamped on every message, and a
+        # message stamped with another is dropped, so a node of another cluster (a volume mixed up, a peers list
+        # pointing at the wrong machines, the same secret reused) can neither vote nor overwrite this log.
+        self.cluster_id: str | None = None
+        self.foreign_messages = 0
+        self._foreign_logged: dict[Any, float] = {}
         super().__init__(syncObj, selfNode, otherNodes)
 
     def lease_base(self) -> float:
@@ -56,6 +73,10 @@ class DurableTransport(TCPTransport):  # type: ignore[misc]  # pysyncobj has no 
     def _onMessageReceived(self, node: Any, message: Any) -> None:
         if isinstance(message, dict):
             kind, ts = message.get("type"), message.get("ts")
+            theirs = message.get(CLUSTER_ID_KEY)
+            if theirs is not None and self.cluster_id is not None and theirs != self.cluster_id:
+                self._refuse_foreign(node, theirs)
+                return
             if kind == HAND_OVER:
                 # A voter is being removed while it leads (node/membership.py): pysyncobj's leader cannot remove
                 # itself, so it hands the partition to its most caught-up follower first.
@@ -68,8 +89,25 @@ class DurableTransport(TCPTransport):  # type: ignore[misc]  # pysyncobj has no 
                 self._acked[node] = ts
         super()._onMessageReceived(node, message)
 
+    def _refuse_foreign(self, node: Any, theirs: Any) -> None:
+        self.foreign_messages += 1
+        now = time.monotonic()
+        if now - self._foreign_logged.get(node, float("-inf")) >= FOREIGN_LOG_S:
+            self._foreign_logged[node] = now
+            log.error(
+                "raft.foreign_cluster",
+                extra=fields(
+                    peer=str(node),
+                    their_cluster_id=str(theirs)[:64],
+                    cluster_id=self.cluster_id,
+                    action="its Raft messages are dropped: check that node's peers list and data directory",
+                ),
+            )
+
     def send(self, node: Any, message: Any) -> bool:
         kind = message.get("type") if isinstance(message, dict) else None
+        if kind is not None and self.cluster_id is not None:
+            message[CLUSTER_ID_KEY] = self.cluster_id
         if kind == "append_entries":
             message["ts"] = time.monotonic()
         elif kind == "next_node_idx" and node in self._echo:

@@ -486,7 +486,7 @@ class DescribeClusterRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class DescribeClusterResponse(_message.Message):
-    __slots__ = ("error_code", "node_id", "nodes", "partitions", "partition_count")
+    __slots__ = ("error_code", "node_id", "nodes", "partitions", "partition_count", "cluster_id")
     class Node(_message.Message):
         __slots__ = ("node_id", "host", "port", "alive")
         NODE_ID_FIELD_NUMBER: _ClassVar[int]
@@ -516,12 +516,14 @@ class DescribeClusterResponse(_message.Message):
     NODES_FIELD_NUMBER: _ClassVar[int]
     PARTITIONS_FIELD_NUMBER: _ClassVar[int]
     PARTITION_COUNT_FIELD_NUMBER: _ClassVar[int]
+    CLUSTER_ID_FIELD_NUMBER: _ClassVar[int]
     error_code: int
     node_id: int
     nodes: _containers.RepeatedCompositeFieldContainer[DescribeClusterResponse.Node]
     partitions: _containers.RepeatedCompositeFieldContainer[DescribeClusterResponse.Partition]
     partition_count: int
-    def __init__(self, error_code: _Optional[int] = ..., node_id: _Optional[int] = ..., nodes: _Optional[_Iterable[_Union[DescribeClusterResponse.Node, _Mapping]]] = ..., partitions: _Optional[_Iterable[_Union[DescribeClusterResponse.Partition, _Mapping]]] = ..., partition_count: _Optional[int] = ...) -> None: ...
+    cluster_id: str
+    def __init__(self, error_code: _Optional[int] = ..., node_id: _Optional[int] = ..., nodes: _Optional[_Iterable[_Union[DescribeClusterResponse.Node, _Mapping]]] = ..., partitions: _Optional[_Iterable[_Union[DescribeClusterResponse.Partition, _Mapping]]] = ..., partition_count: _Optional[int] = ..., cluster_id: _Optional[str] = ...) -> None: ...
 
 class AddRaftVoterRequest(_message.Message):
     __slots__ = ("node", "timeout_ms")

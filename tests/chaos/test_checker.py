@@ -20,6 +20,7 @@ from groupcoord.chaos.checker import (
     OFFSET_BACKWARDS,
     OWNED_PAST_SESSION,
     PENDING_GROWTH,
+    REPLICA_DIVERGENCE,
     SLOW_CONVERGENCE,
     VACUOUS,
     WORKER_CRASHED,
@@ -319,6 +320,15 @@ def test_a_node_exit_nobody_caused_is_a_crash() -> None:
     [violation] = only(check(b.history), NODE_CRASHED)
 
     assert "node 2" in violation.message and "code 1" in violation.message
+
+
+def test_a_digest_mismatch_a_node_logged_is_replica_divergence() -> None:
+    b = clean_run()
+    b.event("node_alarm", 30.0, node=3, event="partition.digest_mismatch", partition=2, index=1234)
+
+    [violation] = only(check(b.history), REPLICA_DIVERGENCE)
+
+    assert "node 3" in violation.message and "partition 2" in violation.message and "1234" in violation.message
 
 
 def test_pending_members_over_the_bound_are_pending_growth() -> None:

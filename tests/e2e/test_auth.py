@@ -200,6 +200,10 @@ async def test_admin_operations_need_the_admin_identity(stub, node):
     assert [n.port for n in cluster.nodes] == [node.port] and list(cluster.partitions) == []
     events = [e async for e in stub.ReadEvents(pb.ReadEventsRequest(), metadata=A)]
     assert [e.error_code for e in events] == [DENIED] and "admin" in events[0].error_message
+    voter = await stub.AddRaftVoter(pb.AddRaftVoterRequest(node="2=127.0.0.1:1:2"), metadata=A)
+    assert voter.error_code == Errors.CLUSTER_AUTHORIZATION_FAILED and "admin" in voter.error_message
+    removal = await stub.RemoveRaftVoter(pb.RemoveRaftVoterRequest(node_id=1), metadata=A)
+    assert removal.error_code == Errors.CLUSTER_AUTHORIZATION_FAILED
     assert (await state_of(stub, group)).generation_id == generation  # none of it happened
 
     # The admin may do all of it, on any team's groups.
@@ -218,6 +222,8 @@ async def test_admin_operations_need_the_admin_identity(stub, node):
     assert [r.error_code for r in deleted.results] == [Errors.NONE]
     cluster = await stub.DescribeCluster(pb.DescribeClusterRequest(), metadata=OPS)
     assert len(cluster.partitions) == PARTITIONS
+    last = await stub.RemoveRaftVoter(pb.RemoveRaftVoterRequest(node_id=1), metadata=OPS)
+    assert last.error_code == Errors.INVALID_REQUEST and "last voter" in last.error_message
     events = [e async for e in stub.ReadEvents(pb.ReadEventsRequest(), metadata=OPS)]
     assert events and all(e.error_code == Errors.NONE for e in events)
     assert any(b"team-a.admin" in e.lines for e in events)
@@ -242,6 +248,8 @@ async def test_an_unknown_or_malformed_token_is_refused_everything(stub, metadat
     assert [c.error_code for c in found.coordinators] == [DENIED]
     cluster = await stub.DescribeCluster(pb.DescribeClusterRequest(), metadata=metadata)
     assert cluster.error_code == DENIED and list(cluster.nodes) == []
+    voter = await stub.RemoveRaftVoter(pb.RemoveRaftVoterRequest(node_id=1), metadata=metadata)
+    assert voter.error_code == Errors.CLUSTER_AUTHORIZATION_FAILED and message in voter.error_message
 
 
 async def test_anonymous_callers_get_only_what_the_wildcard_entry_grants(stub):
