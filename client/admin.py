@@ -105,6 +105,8 @@ class PartitionInfo:
     term: int
     commit_index: int
     replica_node_ids: tuple[int, ...]
+    # (node id, entries behind the leader) of each other voter, as the partition's leader reported them.
+    replica_lag: tuple[tuple[int, int], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -244,16 +246,37 @@ class Admin:
             await backoff.wait()
 
     async def describe_cluster(self) -> ClusterDescription:
+        """The cluster as one node sees it, each partition's voters' lag as its leader sees it (asked of each
+        leader in turn; a partition whose leader does not answer keeps the first node's view, without lags)."""
         reply = await self._any_node("DescribeCluster", pb.DescribeClusterRequest())
         if reply.error_code != Errors.NONE:
             raise AdminError(reply.error_code)
+        partitions = {p.partition_id: p for p in reply.partitions}
+        addresses = {n.node_id: f"{n.host}:{n.port}" for n in reply.nodes}
+        for leader in sorted({p.leader_node_id for p in reply.partitions} - {reply.node_id, -1}):
+            if leader not in addresses:
+                continue
+            try:
+                view = await self._connections.stub(addresses[leader]).DescribeCluster(
+                    pb.DescribeClusterRequest(), timeout=min(self.deadline_s, 5.0)
+                )
+            except grpc.aio.AioRpcError:
+                continue
+            partitions.update({p.partition_id: p for p in view.partitions if p.replica_states})
         return ClusterDescription(
             answered_by=reply.node_id,
             partition_count=reply.partition_count,
             nodes=tuple(NodeInfo(n.node_id, n.host, n.port, n.alive) for n in reply.nodes),
             partitions=tuple(
-                PartitionInfo(p.partition_id, p.leader_node_id, p.term, p.commit_index, tuple(p.replica_node_ids))
-                for p in reply.partitions
+                PartitionInfo(
+                    p.partition_id,
+                    p.leader_node_id,
+                    p.term,
+                    p.commit_index,
+                    tuple(p.replica_node_ids),
+                    tuple((r.node_id, r.lag) for r in p.replica_states),
+                )
+                for p in sorted(partitions.values(), key=lambda p: p.partition_id)
             ),
             cluster_id=reply.cluster_id,
         )

@@ -275,10 +275,10 @@ def _cluster_describe(args: argparse.Namespace) -> int:
         print()
         rows = [
             [p.partition_id, p.leader_node_id if p.leader_node_id >= 0 else "none", p.term, p.commit_index,
-             ",".join(map(str, p.replica_node_ids))]
+             ",".join(map(str, p.replica_node_ids)), " ".join(f"{n}:{lag}" for n, lag in p.replica_lag) or "-"]
             for p in c.partitions
         ]  # fmt: skip
-        print(table(["PARTITION", "LEADER", "TERM", "COMMIT-INDEX", "REPLICAS"], rows))
+        print(table(["PARTITION", "LEADER", "TERM", "COMMIT-INDEX", "REPLICAS", "LAG"], rows))
         return EXIT_OK
 
     return _run(args, job)

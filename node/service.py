@@ -519,13 +519,21 @@ class GroupCoordinatorService:
             )
         for host in cluster.hosts:
             leader = cluster.leader_of(host.partition_id)
-            response.partitions.add(
+            voters = cluster.members_of(host.partition_id)
+            partition = response.partitions.add(
                 partition_id=host.partition_id,
                 leader_node_id=leader.node_id if leader is not None else -1,
                 term=host.replica.term(),
                 commit_index=host.replica.raftCommitIndex,
-                replica_node_ids=[p.node_id for p in cluster.members_of(host.partition_id)],
+                replica_node_ids=[p.node_id for p in voters],
             )
+            if host.replica.is_leader():
+                matched, last = host.replica.match_indexes(), host.replica.last_log_index()
+                for voter in voters:
+                    if voter.node_id == cluster.node_id:
+                        continue
+                    index = matched.get(voter.raft_address(host.partition_id), 0)
+                    partition.replica_states.add(node_id=voter.node_id, match_index=index, lag=max(last - index, 0))
         return response
 
     async def read_events(self, request: pb.ReadEventsRequest, context: Context) -> AsyncIterator[Message]:

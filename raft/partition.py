@@ -426,6 +426,16 @@ class PartitionReplica(SyncObj):
         nodes = [self.selfNode, *self.otherNodes]
         return {node.address: getattr(node, "spec", None) for node in nodes}
 
+    def match_indexes(self) -> dict[str, int]:
+        """On a leader, the last log index each other voter is known to hold, by Raft address (pysyncobj's status,
+        read from another thread: a membership change in between leaves it empty for this once)."""
+        try:
+            status = self.getStatus()
+        except RuntimeError:
+            return {}
+        prefix = "match_idx_server_"
+        return {key[len(prefix) :]: value for key, value in status.items() if key.startswith(prefix)}
+
     def last_log_index(self) -> int:
         """The index of the last entry in this replica's log (committed or not)."""
         entries = self.journal

@@ -498,19 +498,30 @@ class DescribeClusterResponse(_message.Message):
         port: int
         alive: bool
         def __init__(self, node_id: _Optional[int] = ..., host: _Optional[str] = ..., port: _Optional[int] = ..., alive: _Optional[bool] = ...) -> None: ...
+    class ReplicaState(_message.Message):
+        __slots__ = ("node_id", "match_index", "lag")
+        NODE_ID_FIELD_NUMBER: _ClassVar[int]
+        MATCH_INDEX_FIELD_NUMBER: _ClassVar[int]
+        LAG_FIELD_NUMBER: _ClassVar[int]
+        node_id: int
+        match_index: int
+        lag: int
+        def __init__(self, node_id: _Optional[int] = ..., match_index: _Optional[int] = ..., lag: _Optional[int] = ...) -> None: ...
     class Partition(_message.Message):
-        __slots__ = ("partition_id", "leader_node_id", "term", "commit_index", "replica_node_ids")
+        __slots__ = ("partition_id", "leader_node_id", "term", "commit_index", "replica_node_ids", "replica_states")
         PARTITION_ID_FIELD_NUMBER: _ClassVar[int]
         LEADER_NODE_ID_FIELD_NUMBER: _ClassVar[int]
         TERM_FIELD_NUMBER: _ClassVar[int]
         COMMIT_INDEX_FIELD_NUMBER: _ClassVar[int]
         REPLICA_NODE_IDS_FIELD_NUMBER: _ClassVar[int]
+        REPLICA_STATES_FIELD_NUMBER: _ClassVar[int]
         partition_id: int
         leader_node_id: int
         term: int
         commit_index: int
         replica_node_ids: _containers.RepeatedScalarFieldContainer[int]
-        def __init__(self, partition_id: _Optional[int] = ..., leader_node_id: _Optional[int] = ..., term: _Optional[int] = ..., commit_index: _Optional[int] = ..., replica_node_ids: _Optional[_Iterable[int]] = ...) -> None: ...
+        replica_states: _containers.RepeatedCompositeFieldContainer[DescribeClusterResponse.ReplicaState]
+        def __init__(self, partition_id: _Optional[int] = ..., leader_node_id: _Optional[int] = ..., term: _Optional[int] = ..., commit_index: _Optional[int] = ..., replica_node_ids: _Optional[_Iterable[int]] = ..., replica_states: _Optional[_Iterable[_Union[DescribeClusterResponse.ReplicaState, _Mapping]]] = ...) -> None: ...
     ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
     NODE_ID_FIELD_NUMBER: _ClassVar[int]
     NODES_FIELD_NUMBER: _ClassVar[int]

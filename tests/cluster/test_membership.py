@@ -5,6 +5,7 @@ no acknowledged commit is lost and the Stable group is never rebalanced."""
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import socket
 import subprocess
@@ -77,7 +78,7 @@ class GrowingCluster(Cluster):
         with grpc.insecure_channel(self.address(i)) as channel:
             return pb_grpc.GroupCoordinatorStub(channel).DescribeCluster(pb.DescribeClusterRequest(), timeout=10)
 
-    def wait_voters(self, voters: list[int], timeout_s: float = 30.0) -> None:
+    def wait_voters(self, voters: list[int], timeout_s: float = 60.0) -> None:
         """Every voter sees exactly `voters` in every partition, and every partition has a leader among them. (A
         removed node that still runs is not asked: the leaders stop talking to it, so it never learns.)"""
         deadline = time.monotonic() + timeout_s
@@ -94,6 +95,23 @@ class GrowingCluster(Cluster):
                 return
             assert time.monotonic() < deadline, f"voters never became {voters}: {views}"
             time.sleep(0.1)
+
+    def wait_lags(self, voters: list[int], timeout_s: float = 20.0) -> None:
+        """`cluster describe` reports every other voter's lag for every partition (from its leader, once leadership
+        has settled after a restart)."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            described = self.cli("describe", "--json")
+            assert described.returncode == 0, described.stderr
+            partitions = json.loads(described.stdout)["partitions"]
+            if all(
+                p["replica_node_ids"] == voters
+                and {node for node, lag in p["replica_lag"] if lag >= 0} == set(voters) - {p["leader_node_id"]}
+                for p in partitions
+            ):
+                return
+            assert time.monotonic() < deadline, partitions
+            time.sleep(0.2)
 
 
 class Load:
@@ -165,6 +183,7 @@ async def test_three_nodes_grow_to_five_and_shrink_back_under_load(tmp_path: Pat
         cluster.peers = cluster.peers_of(3)
         cluster.start(0)
         await _in_thread(cluster.wait_voters, [1, 2, 3, 4, 5])
+        await _in_thread(cluster.wait_lags, [1, 2, 3, 4, 5])
         again = await _in_thread(cluster.cli, "add-node", cluster.spec(4))
         assert again.returncode == 0 and "none, it already was" in again.stdout, again
         await asyncio.sleep(2)
