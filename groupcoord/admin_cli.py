@@ -285,24 +285,24 @@ def _cluster_describe(args: argparse.Namespace) -> int:
 
 
 def _cluster_add_node(args: argparse.Namespace) -> int:
-    async def job(admin: Admin) -> int:
-        changed = await admin.add_voter(args.node)
-        if args.json:
-            _print_json({"node": args.node, "partitions_changed": changed})
-        else:
-            print(f"{args.node} is a voter of every partition (changed now: {_partitions(changed)})")
-        return EXIT_OK
-
-    return _run(args, job)
+    return _change_voters(args, lambda admin: admin.add_voter(args.node), {"node": args.node},
+                          f"{args.node} is a voter of every partition")  # fmt: skip
 
 
 def _cluster_remove_node(args: argparse.Namespace) -> int:
+    return _change_voters(args, lambda admin: admin.remove_voter(args.node_id), {"node_id": args.node_id},
+                          f"node {args.node_id} is no voter of any partition")  # fmt: skip
+
+
+def _change_voters(
+    args: argparse.Namespace, change: Callable[[Admin], Awaitable[list[int]]], subject: dict[str, Any], done: str
+) -> int:
     async def job(admin: Admin) -> int:
-        changed = await admin.remove_voter(args.node_id)
+        changed = await change(admin)
         if args.json:
-            _print_json({"node_id": args.node_id, "partitions_changed": changed})
+            _print_json({**subject, "partitions_changed": changed})
         else:
-            print(f"node {args.node_id} is no voter of any partition (changed now: {_partitions(changed)})")
+            print(f"{done} (changed now: {_partitions(changed)})")
         return EXIT_OK
 
     return _run(args, job)

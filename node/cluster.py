@@ -137,6 +137,9 @@ class NodeCluster:
             self.hosts.append(PartitionHost(replica, group_config, clock, loop, on_commit=on_commit, observer=observer))
         self._ready = asyncio.Event()
         self._on_ready_change: Callable[[bool], None] | None = None
+        if self.cluster_id is not None:
+            for host in self.hosts:  # a replica created while partition 0 was learning the id missed it
+                host.replica.set_cluster_id(self.cluster_id)
         self._refresh_directory()
         self._balancer = LeaderBalancer(node_id, self.members_of, self.hosts)
         self._poller = loop.create_task(self._poll())
@@ -246,8 +249,6 @@ class NodeCluster:
         peers a client is told about, and who leads what by Raft address."""
         members: list[list[Peer]] = []
         for host in self.hosts:
-            if self.cluster_id is not None:
-                host.replica.set_cluster_id(self.cluster_id)  # one created while partition 0 learned it
             peers = [self._peer(a, spec) for a, spec in host.replica.members().items()]
             members.append(sorted((p for p in peers if p is not None), key=lambda p: p.node_id))
         self._members = members

@@ -164,11 +164,13 @@ class MembershipChanges:
             await asyncio.wait(attempts.values(), timeout=min(ATTEMPT_TIMEOUT_S, max(remaining, 0.0)))
             for k, future in attempts.items():
                 error = future.result() if future.done() else None
+                replica = self._cluster.hosts[k].replica
                 if error == FAIL_REASON.SUCCESS:
                     pending.discard(k)
                     changed.append(k)
-                elif holds(k) and self._cluster.hosts[k].replica.raftCommitIndex >= self._change_index(k):
-                    pending.discard(k)  # it was there already (a repeated call), or another node's call made it
+                elif holds(k) and replica.raftCommitIndex >= replica.last_log_index():
+                    # Already there and committed: a repeated call, or another node's call made it.
+                    pending.discard(k)
                 else:
                     refusals[k] = "unanswered" if error is None else _reason(error)
             if pending and time.monotonic() >= deadline:
@@ -183,10 +185,6 @@ class MembershipChanges:
                 await asyncio.sleep(RETRY_S)
         log.info("membership.changed", extra=fields(change=what, partitions=sorted(changed)))
         return ChangeResult(Errors.NONE, f"{what}: done", tuple(sorted(changed)))
-
-    def _change_index(self, partition: int) -> int:
-        """The log index up to which this replica must have committed for its view of the voters to be final."""
-        return self._cluster.hosts[partition].replica.last_log_index()
 
 
 async def _unreachable(peer: Peer, partitions: int) -> str | None:
