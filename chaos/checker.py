@@ -49,7 +49,7 @@ KINDS = (
 
 NODE_FAULTS = frozenset(
     {"kill_node", "pause_node", "restart_node", "partition_node", "restart_cluster", "wipe_node", "damage_journal",
-     "one_way_partition", "replace_node", "fill_disk"}
+     "one_way_partition", "replace_node", "fill_disk", "clock_jump"}
 )  # fmt: skip
 DEFAULT_TOLERANCE_S = 0.5
 SESSION_LOST = "session_lost"
@@ -98,7 +98,7 @@ class _Checker:
         self.tolerance: float = self.run.get("ownership_tolerance_s", DEFAULT_TOLERANCE_S)
         self.workers = load_workers(history)
         self.intervals = build_intervals(self.workers, self.end)
-        self.commits = index_commits(self.workers)
+        self.commits = index_commits(self.workers, history.harness)
         self.observes = sorted((e for e in history.harness if e["ev"] == "observe"), key=lambda e: e["t"])
         observed = {o.get("group", "") for o in self.observes}
         self.groups = sorted(set(self.run.get("groups", {})) | {w.group for w in self.workers} | observed)

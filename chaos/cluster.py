@@ -100,6 +100,8 @@ class ChaosCluster:
         self._mounts: list[Path] = []
         self.run_dir, self.history, self.secret, self.node_flags = run_dir, history, secret, node_flags
         self.nodes: dict[int, NodeProc] = {}
+        # Nodes to start with a wrong wall clock (`--wall-clock-offset-s`), by the clock_jump fault.
+        self.clock_offsets: dict[int, int] = {}
         taken: set[int] = set()
         for node_id in range(1, size + 1):
             host = network.host(node_id)
@@ -130,6 +132,8 @@ class ChaosCluster:
             f"--partitions={self.partitions}", f"--data-dir={self.data_dir(node_id)}", "--log-format=json",
             *self.node_flags,
         ]  # fmt: skip
+        if self.clock_offsets.get(node_id):
+            cmd.append(f"--wall-clock-offset-s={self.clock_offsets[node_id]}")
         with (data_dir / "node.log").open("ab") as log:
             proc = subprocess.Popen(
                 cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
@@ -312,6 +316,19 @@ class ChaosCluster:
             return None
         described = reply.groups[0]
         return (node_id, described) if described.error_code == Errors.NONE else None
+
+    def commit(self, group: str, topic: str, partition: int, offset: int) -> bool:
+        """A simple commit (no member, generation -1) at the group's coordinator: True once acknowledged."""
+        node_id = self.coordinator(group)
+        if node_id is None:
+            return False
+        request = pb.OffsetCommitRequest(group_id=group, generation_id=-1)
+        request.topics.add(name=topic).partitions.add(partition_index=partition, committed_offset=offset)
+        try:
+            reply = self._stub(self.nodes[node_id].address).OffsetCommit(request, timeout=RPC_TIMEOUT_S)
+        except grpc.RpcError:
+            return False
+        return bool(reply.topics) and reply.topics[0].partitions[0].error_code == Errors.NONE
 
     def offsets(self, group: str) -> dict[str, int] | None:
         node_id = self.coordinator(group)

@@ -22,13 +22,20 @@ PHASE_POLL_S = 0.01
 ROTATION = (
     "kill_join", "kill_sync", "pause", "partition", "kill_worker", "restart_node", "one_way_partition",
     "kill_join", "replace_node", "kill_sync", "wipe_node", "restart_cluster", "fill_disk", "damage_journal",
-    "kill_sync", "partition", "kill_join", "pause", "restart_node", "one_way_partition", "pause", "kill_worker",
+    "kill_sync", "partition", "clock_jump", "kill_join", "pause", "restart_node", "one_way_partition", "pause",
+    "kill_worker",
 )  # fmt: skip
 # Fault events that end a fault rather than start one.
-ENDINGS = ("resume_node", "heal_partition", "restart_worker", "free_disk", "voter_added")
+ENDINGS = ("resume_node", "heal_partition", "restart_worker", "free_disk", "voter_added", "clock_fixed")
 # How long a node that was started again may take to listen before it is added back as a voter.
 LISTEN_WAIT_S = 30.0
 NODE_FAULTS = frozenset(ROTATION) - {"kill_worker"}
+# Groups with committed offsets and no members (Kafka's simple commits): offset retention could expire them early
+# if a wrong clock reached it (the clock_jump fault), and the checker requires every acknowledged one at the end.
+IDLE_GROUPS = tuple(f"idle-{i}" for i in range(8))
+IDLE_TOPIC = "idle"
+# How far a clock_jump sets a node's wall clock off, either way: past the default offset retention of 7 days.
+CLOCK_JUMP_DAYS = (8, 30)
 
 
 class Faults:
@@ -37,6 +44,7 @@ class Faults:
         self.groups = sorted({plan.group for plan in fleet.plans})
         self.slow_groups = sorted({plan.group for plan in fleet.plans if plan.assign_delay_ms})
         self.injected_at = 0.0  # when the last fault started acting
+        self._idle_offset = 0
 
     def _fault(self, kind: str, **data: object) -> None:
         t = self.history.write("fault", kind=kind, **data)
@@ -57,6 +65,7 @@ class Faults:
             "one_way_partition": self.one_way_partition,
             "replace_node": self.replace_node,
             "fill_disk": self.fill_disk,
+            "clock_jump": self.clock_jump,
         }
         actions[kind]()
 
@@ -197,6 +206,33 @@ class Faults:
         time.sleep(seconds)
         filler.unlink(missing_ok=True)
         self._fault("free_disk", node=node_id)
+
+    def commit_idle(self) -> None:
+        """A new offset for every idle group, each recorded once acknowledged (one that is not is not recorded)."""
+        self._idle_offset += 1
+        offset = self._idle_offset
+        for group in IDLE_GROUPS:
+            sent = time.monotonic()
+            if self.cluster.commit(group, IDLE_TOPIC, 0, offset):
+                self.history.write("idle_commit", group=group, sent=sent, offsets={f"{IDLE_TOPIC}-0": offset})
+
+    def clock_jump(self) -> None:
+        """kill -9 of a busy group's coordinator, which starts again with its wall clock 8-30 days ahead or behind
+        (a bad RTC after a reboot, a VM restored from a snapshot) and leads its partitions for 2-4 s while the idle
+        groups commit, then restarts with the right clock. Ahead, its own clock would expire every group's offsets;
+        behind, it would stamp commits that a right clock later expires at once (docs/ARCHITECTURE.md, "Time")."""
+        node_id, group, seen = self._kill_coordinator()
+        days = self.rng.uniform(*CLOCK_JUMP_DAYS) * self.rng.choice((-1, 1))
+        self.cluster.clock_offsets[node_id] = round(days * 86_400)
+        self._fault("clock_jump", node=node_id, group=group, phase=seen, days=round(days, 3))
+        self.cluster.start(node_id)
+        self.cluster.wait_listening(node_id, LISTEN_WAIT_S)
+        time.sleep(self.rng.uniform(2.0, 4.0))  # it takes its preferred partitions back meanwhile
+        self.commit_idle()
+        self.cluster.signal(node_id, signal.SIGTERM)
+        del self.cluster.clock_offsets[node_id]
+        self.cluster.start(node_id)
+        self._fault("clock_fixed", node=node_id)
 
     def restart_node(self) -> None:
         """A graceful restart (SIGTERM): the node hands its partitions over before it exits."""

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from groupcoord.chaos.checker import Result
 from groupcoord.chaos.cluster import ChaosCluster
-from groupcoord.chaos.faults import NODE_FAULTS, ROTATION, Faults
+from groupcoord.chaos.faults import IDLE_GROUPS, NODE_FAULTS, ROTATION, Faults
 from groupcoord.chaos.history import HARNESS_FILE, Recorder
 from groupcoord.chaos.network import Loopback, Namespaces
 from groupcoord.chaos.report import check_dir, write_report
@@ -108,7 +108,8 @@ class Harness:
             cluster = ChaosCluster(
                 network, opts.nodes, opts.partitions, opts.out, self.history, secrets.token_hex(16),
                 ["--group-min-session-timeout-ms=1000", "--group-initial-rebalance-delay-ms=0",
-                 "--shutdown-grace-ms=1000", f"--raft-digest-interval-ms={opts.digest_interval_ms}"],
+                 "--shutdown-grace-ms=1000", f"--raft-digest-interval-ms={opts.digest_interval_ms}",
+                 "--offsets-retention-check-interval-ms=1000"],
                 disk_mb=opts.disk_mb,
             )  # fmt: skip
             fleet = Fleet(plans, opts.out, self.history, [
@@ -207,6 +208,7 @@ class Harness:
         opts = self.opts
         faults = Faults(cluster, fleet, self.history, self.rng)
         self._converge(cluster, fleet, "start")
+        faults.commit_idle()
         churning = threading.Event()
         self._background(self._churn, fleet, churning)
         deadline = None if opts.duration_s is None else time.monotonic() + opts.duration_s
@@ -223,7 +225,7 @@ class Harness:
             self._converge(cluster, fleet, kind, since=faults.injected_at)
             if last:
                 return
-            time.sleep(self.rng.uniform(0.5, 2.0))
+            time.sleep(self.rng.uniform(0.2, 1.0))
 
     def _churn(self, fleet: Fleet, churning: threading.Event) -> None:
         """Restarts the churn workers on purpose while a fault is in progress, so that rebalances keep
@@ -274,7 +276,7 @@ class Harness:
 
     def _final(self, cluster: ChaosCluster, plans: list[WorkerPlan]) -> None:
         offsets: dict[str, dict[str, int] | None] = {}
-        for group in sorted({plan.group for plan in plans}):
+        for group in sorted({plan.group for plan in plans} | set(IDLE_GROUPS)):
             deadline = time.monotonic() + FINAL_OFFSETS_TIMEOUT_S
             offsets[group] = cluster.offsets(group)
             while offsets[group] is None and time.monotonic() < deadline:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from groupcoord.chaos.ownership import WorkerFile
 
@@ -43,9 +45,16 @@ class PartitionCommits:
         return self.best[-1]
 
 
-def index_commits(workers: list[WorkerFile]) -> dict[tuple[str, str], PartitionCommits]:
-    """(group, partition) -> its acknowledged commits, from every worker file of the group."""
+def index_commits(
+    workers: list[WorkerFile], harness: Sequence[dict[str, Any]] = ()
+) -> dict[tuple[str, str], PartitionCommits]:
+    """(group, partition) -> its acknowledged commits, from every worker file of the group and the harness's own
+    simple commits to the idle groups (`idle_commit`, no member)."""
     raw: dict[tuple[str, str], list[Commit]] = defaultdict(list)
+    for e in harness:
+        if e["ev"] == "idle_commit":
+            for partition, offset in e.get("offsets", {}).items():
+                raw[e["group"], partition].append(Commit(e["t"], e.get("sent", e["t"]), offset, "", "harness"))
     for w in workers:
         for e in w.events:
             if e["ev"] == "commit":

@@ -131,6 +131,14 @@ def _first_code(reply: Any) -> int:
     return Errors.NONE
 
 
+def _node_id(node: str) -> int:
+    """The id of a node spec `id=host:port:raft_port[@...]` (the node checks the rest)."""
+    head, sep, _ = node.partition("=")
+    if not sep or not head.strip().isdigit():
+        raise AdminError(Errors.INVALID_REQUEST, f"expected id=host:port:raft_port, got {node!r}")
+    return int(head)
+
+
 def _members(group: pb.DescribeGroupsResponse.Group) -> tuple[MemberDescription, ...]:
     out = []
     for m in group.members:
@@ -295,20 +303,33 @@ class Admin:
         """Removes node `node_id` from every partition's voters; the partitions this call changed. Asked of another
         node (a node cannot remove itself); where `node_id` leads, it is asked to hand over first."""
         request = pb.RemoveRaftVoterRequest(node_id=node_id, timeout_ms=int(self.deadline_s * 1000))
+        reply = await self._another_node(node_id, "RemoveRaftVoter", request)
+        if reply.error_code != Errors.NONE:
+            raise AdminError(reply.error_code, reply.error_message)
+        return list(reply.partitions_changed)
+
+    async def replace_voter(self, node: str) -> list[int]:
+        """Makes `node` (`id=host:port:raft_port[@...]`) the voter in place of the one with its id (a dead machine's
+        successor at a new address): the old one is removed once `node` answers, then `node` is added; the
+        partitions this call changed. Asked of another node; idempotent. Start the new node first."""
+        request = pb.AddRaftVoterRequest(node=node, timeout_ms=int(self.deadline_s * 1000), replace=True)
+        reply = await self._another_node(_node_id(node), "AddRaftVoter", request)
+        if reply.error_code != Errors.NONE:
+            raise AdminError(reply.error_code, reply.error_message)
+        return list(reply.partitions_changed)
+
+    async def _another_node(self, node_id: int, method: str, request: Any) -> Any:
+        """`method` at the first live node other than `node_id` that answers: the others stop talking to a voter
+        being removed, so neither its removal nor its successor's addition can go through it."""
         cluster = await self.describe_cluster()
         others = [f"{n.host}:{n.port}" for n in cluster.nodes if n.node_id != node_id and n.alive]
         last = "no other node is alive"
         for address in others:
             try:
-                reply = await self._connections.stub(address).RemoveRaftVoter(request, timeout=self.deadline_s + 5)
-                break
+                return await getattr(self._connections.stub(address), method)(request, timeout=self.deadline_s + 5)
             except grpc.aio.AioRpcError as exc:
                 last = f"{address}: {exc.code().name} {exc.details() or ''}".strip()
-        else:
-            raise AdminError(Errors.COORDINATOR_NOT_AVAILABLE, f"no node but {node_id} answered: {last}")
-        if reply.error_code != Errors.NONE:
-            raise AdminError(reply.error_code, reply.error_message)
-        return list(reply.partitions_changed)
+        raise AdminError(Errors.COORDINATOR_NOT_AVAILABLE, f"no node but {node_id} answered: {last}")
 
     async def read_events(self, address: str) -> AsyncIterator[pb.ReadEventsResponse]:
         """The event files of the node at `address`, streamed (docs/EVENTS.md); within `deadline_s` in all."""

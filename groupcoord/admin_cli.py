@@ -1,5 +1,5 @@
-"""`groupcoord groups|members|offsets ...` and `groupcoord cluster describe|add-node|remove-node`: the Admin
-client for operators.
+"""`groupcoord groups|members|offsets ...` and `groupcoord cluster describe|add-node|remove-node|replace-node`: the
+Admin client for operators.
 
 Exit codes scripts rely on: 0 every item OK; 1 some item (or the one request) failed with a Kafka error code,
 named on stderr; 2 usage error; 3 the cluster could not be reached. grpc loads only inside a handler, so
@@ -294,6 +294,11 @@ def _cluster_remove_node(args: argparse.Namespace) -> int:
                           f"node {args.node_id} is no voter of any partition")  # fmt: skip
 
 
+def _cluster_replace_node(args: argparse.Namespace) -> int:
+    return _change_voters(args, lambda admin: admin.replace_voter(args.node), {"node": args.node},
+                          f"{args.node} is a voter of every partition in place of its predecessor")  # fmt: skip
+
+
 def _change_voters(
     args: argparse.Namespace, change: Callable[[Admin], Awaitable[list[int]]], subject: dict[str, Any], done: str
 ) -> int:
@@ -385,7 +390,8 @@ def register_cluster_describe(actions: argparse._SubParsersAction) -> None:
 
 
 def register_cluster_membership(actions: argparse._SubParsersAction) -> None:
-    """`cluster add-node` / `remove-node`: online membership changes (admin identity; docs/OPERATIONS.md)."""
+    """`cluster add-node` / `remove-node` / `replace-node`: online membership changes (admin identity;
+    docs/OPERATIONS.md)."""
     add = _action(
         actions,
         "add-node",
@@ -401,3 +407,11 @@ def register_cluster_membership(actions: argparse._SubParsersAction) -> None:
         _cluster_remove_node,
     )
     remove.add_argument("node_id", type=int, metavar="NODE_ID")
+    replace = _action(
+        actions,
+        "replace-node",
+        "replace a dead node by a started successor with the same id (a new address, or the old one on an empty "
+        "disk): the old voter removed, the new one added (idempotent)",
+        _cluster_replace_node,
+    )
+    replace.add_argument("node", metavar="ID=HOST:PORT:RAFT_PORT[@CLIENT_HOST:CLIENT_PORT]")

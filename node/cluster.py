@@ -26,7 +26,7 @@ from groupcoord.coordinator import GroupConfig, GroupCoordinator
 from groupcoord.errors import StartupError, UserError
 from groupcoord.logfields import fields
 from groupcoord.node.balance import LeaderBalancer
-from groupcoord.node.clock import SystemClock
+from groupcoord.node.clock import ClusterClock, SystemClock
 from groupcoord.node.events import EventFiles, PartitionEvents
 from groupcoord.node.partitions import PartitionHost, Role
 from groupcoord.node.topology import (
@@ -89,6 +89,7 @@ class NodeCluster:
         observer: PartitionObserver | None = None,
         events: EventFiles | None = None,
         raft_settings: RaftSettings | None = None,
+        wall_clock_offset_s: int = 0,
     ) -> None:
         peers = parse_peers(peers_text)
         if peers:
@@ -121,7 +122,8 @@ class NodeCluster:
         # Where this node's event files are (node/events.py); None when it writes none.
         self.events_root = root if events is not None and events.max_segments else None
         self._by_raft_address = {p.raft_address(k): p for p in self.peers for k in range(partitions)}
-        clock = SystemClock()
+        offset_ns = wall_clock_offset_s * 1_000_000_000
+        self.clock = clock = SystemClock(wall_ns=lambda: time.time_ns() + offset_ns)
         settings = raft_settings or RaftSettings()
         self._loop = loop
         self._state_changed = asyncio.Event()
@@ -134,7 +136,11 @@ class NodeCluster:
                 for started in self.hosts:
                     started.replica.destroy()
                 raise StartupError(str(exc)) from None
-            self.hosts.append(PartitionHost(replica, group_config, clock, loop, on_commit=on_commit, observer=observer))
+            # Records and retention use the time most of the partition's voters agree on, not this node's alone.
+            partition_clock = ClusterClock(clock, replica.peer_wall_ms)
+            self.hosts.append(
+                PartitionHost(replica, group_config, partition_clock, loop, on_commit=on_commit, observer=observer)
+            )
         self._ready = asyncio.Event()
         self._on_ready_change: Callable[[bool], None] | None = None
         if self.cluster_id is not None:
@@ -170,6 +176,7 @@ class NodeCluster:
             peer_specs={p.raft_address(k): format_peer(p) for p in self.peers},
             cluster_id=self.cluster_id,
             on_cluster_id=self._learn_cluster_id if k == 0 else None,
+            wall_ms=self.clock.wall_ms,
         )
 
     def _learn_cluster_id(self, cluster_id: str) -> None:
@@ -256,6 +263,11 @@ class NodeCluster:
         self.peers = [nodes[i] for i in sorted(nodes)]
         known = {p.node_id: p for p in self._configured} | nodes
         self._by_raft_address = {p.raft_address(k): p for p in known.values() for k in range(self.partitions)}
+        # A replica whose log lags a membership change must still hear the nodes its other partitions count as
+        # voters (a leader the change made): they are its guests (raft/transport.py).
+        for k, host in enumerate(self.hosts):
+            own = {p.node_id for p in members[k]} | {self.node_id}
+            host.replica.set_guests(frozenset(p.raft_address(k) for p in self.peers if p.node_id not in own))
 
     def members_of(self, partition: int) -> list[Peer]:
         """The partition's voters as this node knows them, by node id."""

@@ -24,6 +24,7 @@ ENV_PREFIX = "GROUPCOORD_"
 CONFIG_ENV = ENV_PREFIX + "CONFIG"
 INT32_MAX = 2**31 - 1
 MS_PER_MINUTE = 60_000
+TEN_YEARS_S = 10 * 365 * 86_400
 _GROUP_DEFAULTS = GroupConfig()
 
 
@@ -241,6 +242,14 @@ SETTINGS: tuple[Setting, ...] = (
         "every replica one pass over the partition's state; 0 turns the checks off.",
     ),
     Setting(
+        "wall_clock_offset_s",
+        0,
+        "Seconds added to the wall clock this node reads, for fault-injection tests (what libfaketime's offset "
+        "does, without its effect on the monotonic clock): a node whose clock is wrong. Leave 0 in production.",
+        minimum=-TEN_YEARS_S,
+        maximum=TEN_YEARS_S,
+    ),
+    Setting(
         "durability",
         "fsync",
         "`fsync`: every Raft entry, term and vote is on stable storage (fdatasync, one per tick for all that tick "
@@ -410,6 +419,7 @@ class NodeSettings:
     group: GroupConfig
     durability: str = "fsync"
     raft_digest_interval_ms: int = 60_000
+    wall_clock_offset_s: int = 0
     tls_cert_file: str = ""
     tls_key_file: str = ""
     tls_client_ca_file: str = ""
@@ -516,6 +526,7 @@ def _build(values: dict[str, int | str]) -> NodeSettings:
         group=group,
         durability=str(values["durability"]),
         raft_digest_interval_ms=int(values["raft_digest_interval_ms"]),
+        wall_clock_offset_s=int(values["wall_clock_offset_s"]),
         **_tls(values),
         **_acl(values),
     )

@@ -1,5 +1,5 @@
 """Online membership changes: a node becomes, or stops being, a voter of every partition (`cluster add-node`,
-`cluster remove-node`, the AddRaftVoter / RemoveRaftVoter RPCs; Kafka's KIP-853 names).
+`cluster remove-node`, `cluster replace-node`, the AddRaftVoter / RemoveRaftVoter RPCs; Kafka's KIP-853 names).
 
 Each partition is its own Raft group, so a change is one pysyncobj single-server change per partition, proposed
 through this node's replica (pysyncobj forwards it to the partition's leader) and retried until it has committed
@@ -64,7 +64,7 @@ class MembershipChanges:
             return pb.AddRaftVoterResponse(
                 error_code=Errors.INVALID_REQUEST, error_message="name exactly one node: id=host:port:raft_port"
             )
-        result = await self.add_voter(peers[0], _timeout_s(request.timeout_ms))
+        result = await self.add_voter(peers[0], _timeout_s(request.timeout_ms), replace=request.replace)
         return pb.AddRaftVoterResponse(
             error_code=result.error, error_message=result.message, partitions_changed=result.changed
         )
@@ -79,18 +79,24 @@ class MembershipChanges:
 
     # -- the changes ------------------------------------------------------------------------------------
 
-    async def add_voter(self, peer: Peer, timeout_s: float) -> ChangeResult:
+    async def add_voter(self, peer: Peer, timeout_s: float, replace: bool = False) -> ChangeResult:
+        """Makes `peer` a voter of every partition; with `replace`, a voter with its id at another address (or
+        with another spec) is removed first, once `peer` answers."""
         cluster = self._cluster
+        deadline = time.monotonic() + timeout_s
+        predecessor = next((p for p in cluster.peers if p.node_id == peer.node_id and p != peer), None)
         for known in cluster.peers:
+            if replace and known == predecessor:
+                continue
             same_id, same_address = known.node_id == peer.node_id, known.raft_address(0) == peer.raft_address(0)
             if same_id != same_address or (same_id and known != peer):
                 return ChangeResult(
                     Errors.INVALID_REQUEST,
                     f"node {known.node_id} is a voter as {format_peer(known)}; remove it before adding "
-                    f"{format_peer(peer)}",
+                    f"{format_peer(peer)}, or replace it",
                 )
         spec = format_peer(peer)
-        if peer.node_id not in {p.node_id for p in cluster.peers}:
+        if peer.node_id not in {p.node_id for p in cluster.peers} or (replace and predecessor is not None):
             unreachable = await _unreachable(peer, cluster.partitions)
             if unreachable:
                 return ChangeResult(
@@ -98,6 +104,12 @@ class MembershipChanges:
                     f"node {peer.node_id} does not answer at {unreachable}: start it first, with peers naming the "
                     "voters and itself (a voter that is not there would count toward every quorum)",
                 )
+        removed: tuple[int, ...] = ()
+        if replace and predecessor is not None:
+            result = await self.remove_voter(predecessor.node_id, max(deadline - time.monotonic(), 0.0))
+            if result.error != Errors.NONE:
+                return result
+            removed = result.changed
 
         def propose(partition: int, done: Callable[[Any, Any], None]) -> None:
             cluster.hosts[partition].replica.add_member(peer.raft_address(partition), spec, done)
@@ -107,7 +119,10 @@ class MembershipChanges:
 
         async with self._busy:
             log.info("membership.add_voter", extra=fields(node=spec, partitions=cluster.partitions))
-            return await self._change(f"add node {peer.node_id}", propose, holds, timeout_s)
+            added = await self._change(
+                f"add node {peer.node_id}", propose, holds, max(deadline - time.monotonic(), RETRY_S)
+            )
+        return ChangeResult(added.error, added.message, tuple(sorted(set(removed) | set(added.changed))))
 
     async def remove_voter(self, node_id: int, timeout_s: float) -> ChangeResult:
         cluster = self._cluster

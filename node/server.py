@@ -91,6 +91,7 @@ class Node:
             observer=metrics,
             events=EventFiles(settings.events_segment_bytes, settings.events_max_segments),
             raft_settings=raft_settings(settings),
+            wall_clock_offset_s=settings.wall_clock_offset_s,
         )
         service = GroupCoordinatorService(
             cluster,

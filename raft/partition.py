@@ -182,6 +182,7 @@ class PartitionReplica(SyncObj):
         peer_specs: dict[str, str] | None = None,
         cluster_id: str | None = None,
         on_cluster_id: Callable[[str], None] | None = None,
+        wall_ms: Callable[[], int] | None = None,
     ) -> None:
         # Set before SyncObj starts: the journal replays through apply_entry.
         self.on_events = on_events
@@ -254,6 +255,8 @@ class PartitionReplica(SyncObj):
         def transport(*args: Any) -> DurableTransport:
             self._transport = DurableTransport(*args, journal=self.journal)
             self._transport.cluster_id = self._node_cluster_id
+            if wall_ms is not None:
+                self._transport.wall_ms = wall_ms
             return self._transport
 
         specs = peer_specs or {}
@@ -416,6 +419,15 @@ class PartitionReplica(SyncObj):
 
     def term(self) -> int:
         return self.raftCurrentTerm
+
+    def set_guests(self, addresses: frozenset[str]) -> None:
+        """Nodes outside this replica's configuration to accept and connect to (raft/transport.py, guests)."""
+        if addresses != self._transport.wanted_guests:
+            self._transport.wanted_guests = addresses
+
+    def peer_wall_ms(self) -> tuple[list[int], int]:
+        """The other voters' wall times (ms, now) as their acknowledgements tell this leader, and the voter count."""
+        return self._transport.peer_wall_ms()
 
     # -- membership -------------------------------------------------------------------------------------
 

@@ -14,18 +14,29 @@ entries up to the journal's `durableIndex`.
 
 It also keeps what a leader lease needs (`lease_base`): each AppendEntries carries its send time (`ts`, the
 leader's monotonic clock), each acknowledgement echoes the `ts` of the AppendEntries it answers, and the leader
-keeps the latest echoed `ts` per follower. Nodes without it ignore the extra key.
+keeps the latest echoed `ts` per follower. Nodes without it ignore the extra key. Each acknowledgement also
+carries the follower's wall time (`wt`, ms), from which the leader derives the time most voters agree on for its
+records and offset retention (node/clock.py, `ClusterClock`).
 
 And the cluster's identity: once the node knows its cluster id, every message carries it (`cid`), and a message that
 carries another is dropped, counted and logged (`raft.foreign_cluster`).
+
+And guests: pysyncobj talks only to the nodes of its replica's own configuration, so a follower whose log lags a
+membership change (it holds "remove node 1" but not the later "add node 1") refused the leader the change made, and
+never caught up (found by a chaos run: a wiped node killed while it caught up). Raft has servers process RPCs
+whatever their configuration, so the node gives each replica as *guests* the nodes its other partitions count as
+voters (`wanted_guests`): the transport connects to and accepts them, and delivers their messages, without pysyncobj
+counting them anywhere. A guest that the log makes a member later is handed over to pysyncobj's own node.
 """
 
 from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from typing import Any
 
+from pysyncobj.node import TCPNode
 from pysyncobj.transport import TCPTransport
 
 from groupcoord.logfields import fields
@@ -49,12 +60,20 @@ class DurableTransport(TCPTransport):  # type: ignore[misc]  # pysyncobj has no 
         # follower, the send time of the latest AppendEntries from each node, echoed in the acknowledgement.
         self._acked: dict[Any, float] = {}
         self._echo: dict[Any, float] = {}
+        # Each follower's wall time (ms) as its latest acknowledgement gave it, and when that arrived (monotonic).
+        self.wall_ms: Callable[[], int] = lambda: time.time_ns() // 1_000_000
+        self._walls: dict[Any, tuple[int, float]] = {}
         # The cluster this node belongs to (node/cluster.py sets it once known): stamped on every message, and a
         # message stamped with another is dropped, so a node of another cluster (a volume mixed up, a peers list
         # pointing at the wrong machines, the same secret reused) can neither vote nor overwrite this log.
         self.cluster_id: str | None = None
         self.foreign_messages = 0
         self._foreign_logged: dict[Any, float] = {}
+        # Raft addresses of nodes outside the configuration to talk to anyway (set from the event loop as a whole
+        # frozenset; the tick thread reconciles `_guests`, the transport's own nodes for them, with it).
+        self.wanted_guests: frozenset[str] = frozenset()
+        self._reconciled: frozenset[str] | None = None
+        self._guests: dict[str, Any] = {}
         super().__init__(syncObj, selfNode, otherNodes)
 
     def lease_base(self) -> float:
@@ -69,6 +88,15 @@ class DurableTransport(TCPTransport):  # type: ignore[misc]  # pysyncobj has no 
             return time.monotonic()
         acked = sorted((self._acked.get(node, float("-inf")) for node in others), reverse=True)
         return acked[needed - 1]
+
+    def peer_wall_ms(self) -> tuple[list[int], int]:
+        """The other voters' wall times as their latest acknowledgements gave them, carried forward to now by this
+        node's monotonic clock, and how many voters there are (this node included)."""
+        others = self._syncObj.otherNodes
+        now = time.monotonic()
+        walls = self._walls.copy()  # written by the tick thread
+        readings = [wt + int((now - at) * 1000) for node, (wt, at) in walls.items() if node in others]
+        return readings, len(others) + 1
 
     def _onMessageReceived(self, node: Any, message: Any) -> None:
         if isinstance(message, dict):
@@ -85,8 +113,12 @@ class DurableTransport(TCPTransport):  # type: ignore[misc]  # pysyncobj has no 
                 return
             if kind == "append_entries" and ts is not None:
                 self._echo[node] = ts
-            elif kind == "next_node_idx" and ts is not None and ts > self._acked.get(node, float("-inf")):
-                self._acked[node] = ts
+            elif kind == "next_node_idx":
+                if ts is not None and ts > self._acked.get(node, float("-inf")):
+                    self._acked[node] = ts
+                wt = message.get("wt")
+                if isinstance(wt, int) and not isinstance(wt, bool):
+                    self._walls[node] = (wt, time.monotonic())
         super()._onMessageReceived(node, message)
 
     def _refuse_foreign(self, node: Any, theirs: Any) -> None:
@@ -110,8 +142,10 @@ class DurableTransport(TCPTransport):  # type: ignore[misc]  # pysyncobj has no 
             message[CLUSTER_ID_KEY] = self.cluster_id
         if kind == "append_entries":
             message["ts"] = time.monotonic()
-        elif kind == "next_node_idx" and node in self._echo:
-            message["ts"] = self._echo[node]
+        elif kind == "next_node_idx":
+            message["wt"] = self.wall_ms()
+            if node in self._echo:
+                message["ts"] = self._echo[node]
         # A leader's AppendEntries may leave before its own copy is durable (Raft thesis §10.2.1: the leader
         # writes in parallel with its followers); it counts itself toward a quorum only up to `durableIndex`.
         leader_append = kind == "append_entries" and self._journal.write_error is None
@@ -120,7 +154,31 @@ class DurableTransport(TCPTransport):  # type: ignore[misc]  # pysyncobj has no 
         self._deferred.append((node, message))
         return True
 
+    def addNode(self, node: Any) -> None:
+        guest = self._guests.pop(node.address, None)
+        if guest is not None:  # the log made it a member: pysyncobj's node takes the guest's place
+            super().dropNode(guest)
+        super().addNode(node)
+
+    def _reconcile_guests(self) -> None:
+        """On the tick thread: a transport node for each wanted guest that is not a member, none for the others."""
+        wanted = self.wanted_guests
+        if wanted is self._reconciled:
+            return
+        self._reconciled = wanted
+        members = {node.address for node in self._syncObj.otherNodes} | {self._selfNode.address}
+        for address in list(self._guests):
+            if address not in wanted or address in members:
+                super().dropNode(self._guests.pop(address))
+        for address in sorted(wanted - members - self._guests.keys()):
+            self._guests[address] = guest = TCPNode(address)
+            super().addNode(guest)
+
+    def guests(self) -> list[str]:
+        return sorted(self._guests)
+
     def flushDeferred(self) -> None:
+        self._reconcile_guests()
         if not self._journal.sync():
             self._deferred.clear()
             return

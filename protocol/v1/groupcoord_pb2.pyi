@@ -537,12 +537,14 @@ class DescribeClusterResponse(_message.Message):
     def __init__(self, error_code: _Optional[int] = ..., node_id: _Optional[int] = ..., nodes: _Optional[_Iterable[_Union[DescribeClusterResponse.Node, _Mapping]]] = ..., partitions: _Optional[_Iterable[_Union[DescribeClusterResponse.Partition, _Mapping]]] = ..., partition_count: _Optional[int] = ..., cluster_id: _Optional[str] = ...) -> None: ...
 
 class AddRaftVoterRequest(_message.Message):
-    __slots__ = ("node", "timeout_ms")
+    __slots__ = ("node", "timeout_ms", "replace")
     NODE_FIELD_NUMBER: _ClassVar[int]
     TIMEOUT_MS_FIELD_NUMBER: _ClassVar[int]
+    REPLACE_FIELD_NUMBER: _ClassVar[int]
     node: str
     timeout_ms: int
-    def __init__(self, node: _Optional[str] = ..., timeout_ms: _Optional[int] = ...) -> None: ...
+    replace: bool
+    def __init__(self, node: _Optional[str] = ..., timeout_ms: _Optional[int] = ..., replace: _Optional[bool] = ...) -> None: ...
 
 class AddRaftVoterResponse(_message.Message):
     __slots__ = ("error_code", "error_message", "partitions_changed")

@@ -43,8 +43,11 @@ def test_chaos_run_has_no_violation(tmp_path: Path, nodes: int, seed: int, runs:
     assert faults["wipe_node"] >= 1 and faults["damage_journal"] >= 1, faults
     assert faults["one_way_partition"] >= 1 and faults["fill_disk"] >= 1, faults
     assert faults["replace_node"] >= 1 and faults["voter_added"] >= 1, faults
+    assert faults["clock_jump"] >= 1 and faults["clock_fixed"] >= 1, faults
     added = [e for e in _harness_events(out) if e["ev"] == "fault" and e["kind"] == "voter_added"]
     assert all(e["added"] == "NONE" for e in added), added
+    idle = [e for e in _harness_events(out) if e["ev"] == "idle_commit"]
+    assert len(idle) >= 8, "the idle groups' simple commits, which a wrong clock could expire, were not made"
     assert result.stats["commits_acked"] > 100 and result.stats["ownership_intervals"] > 20, result.stats
     injected = sum(1 for e in _harness_events(out) if e["ev"] == "recovered")
     runs[nodes] = {

@@ -159,6 +159,19 @@ def test_final_offsets_below_an_acknowledged_commit_are_a_lost_commit() -> None:
     assert "events-1" in violation.message and "final offset is 8" in violation.message and "9" in violation.message
 
 
+def test_an_idle_groups_simple_commit_missing_at_the_end_is_a_lost_commit() -> None:
+    b = clean_run()
+    b.event("idle_commit", 3.0, group="idle-0", sent=2.9, offsets={"idle-0": 2})
+    b.event("idle_commit", 3.0, group="idle-1", sent=2.9, offsets={"idle-0": 2})
+    final = next(e for e in b.history.harness if e["ev"] == "final")
+    final["offsets"]["idle-0"] = {"idle-0": 2}
+    final["offsets"]["idle-1"] = {}  # expired: read back as nothing
+
+    [violation] = only(check(b.history), LOST_COMMIT)
+
+    assert violation.group == "idle-1" and "final offset is -1" in violation.message and "harness" in violation.message
+
+
 def test_final_offsets_the_harness_could_not_read_are_an_incomplete_run() -> None:
     b = clean_run()
     next(e for e in b.history.harness if e["ev"] == "final")["offsets"]["g2"] = None

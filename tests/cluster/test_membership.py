@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -64,8 +65,8 @@ class GrowingCluster(Cluster):
     def live(self) -> list[int]:
         return [i for i, node in enumerate(self.nodes) if node is not None]
 
-    def cli(self, *argv: str) -> subprocess.CompletedProcess[str]:
-        bootstrap = ",".join(self.address(i) for i in self.live())
+    def cli(self, *argv: str, via: list[int] | None = None) -> subprocess.CompletedProcess[str]:
+        bootstrap = ",".join(self.address(i) for i in (self.live() if via is None else via))
         return subprocess.run(
             [sys.executable, "-m", "groupcoord", "cluster", *argv, f"--bootstrap={bootstrap}", "--timeout=60"],
             capture_output=True,
@@ -226,5 +227,85 @@ async def test_membership_changes_refuse_a_conflicting_node_and_remove_idempoten
         gone = await _in_thread(cluster.cli, "remove-node", "9")
         assert gone.returncode == 0 and "none, it already was" in gone.stdout, gone
         await _in_thread(cluster.wait_voters, [1, 2, 3])
+    finally:
+        cluster.stop_all()
+
+
+@pytest.mark.timeout(300)
+async def test_a_dead_node_is_replaced_by_a_successor_at_a_new_address_under_load(tmp_path: Path):
+    cluster = GrowingCluster(tmp_path)
+    try:
+        load = Load(cluster, pb.JoinGroupResponse(), "")
+        groups = [f"replaced-{i}" for i in range(8)]
+        committing = asyncio.create_task(load.commits(groups))
+        await asyncio.sleep(1)
+
+        # Node 3's machine dies; its successor keeps id 3 on another address (slot 4's) with an empty disk.
+        cluster.kill(2)
+        old = cluster.address(2)
+        cluster.hosts[2], cluster.ports[2], cluster.raft_ports[2] = (
+            cluster.hosts[3],
+            cluster.ports[3],
+            cluster.raft_ports[3],
+        )
+        shutil.rmtree(tmp_path / "data3")
+        cluster.peers = cluster.peers_of(3)
+        cluster.start(2)
+        await _in_thread(cluster.wait_listening, 2)
+        replaced = await _in_thread(cluster.cli, "replace-node", cluster.spec(2))
+        assert replaced.returncode == 0, replaced.stderr
+        assert "in place of its predecessor" in replaced.stdout and "none" not in replaced.stdout, replaced.stdout
+        await _in_thread(cluster.wait_voters, [1, 2, 3])
+        await _in_thread(cluster.wait_lags, [1, 2, 3])
+        nodes = {n.node_id: f"{n.host}:{n.port}" for n in (await _in_thread(cluster.describe, 0)).nodes}
+        assert nodes[3] == cluster.address(2) != old, nodes
+        again = await _in_thread(cluster.cli, "replace-node", cluster.spec(2))
+        assert again.returncode == 0 and "none, it already was" in again.stdout, again
+        await _in_thread(cluster.wait_serving)  # the successor leads its partition again
+        await asyncio.sleep(1)
+        load.stop()
+        await committing
+
+        assert await fetch_all(cluster, groups) == load.acked, "an acknowledged commit was lost"
+        assert min(load.acked.values()) > 10
+    finally:
+        cluster.stop_all()
+
+
+@pytest.mark.timeout(300)
+async def test_a_follower_whose_log_lags_a_membership_change_still_hears_the_leader_it_made(tmp_path: Path):
+    """Node 3 is down while node 1 is removed and added back: its log says the voters are 2, 3, 4. Node 1 then leads
+    partition 0; pysyncobj alone would never let node 3 hear it (the connection is node 3's to open, to a node its
+    configuration lacks), so node 3's replica of partition 0 would lag for good. Its other partitions learn node 1
+    from their leaders, and node 1 becomes that replica's guest (raft/transport.py)."""
+    cluster = GrowingCluster(tmp_path)
+    try:
+        cluster.peers = cluster.peers_of(4)
+        cluster.start(3)
+        await _in_thread(cluster.wait_listening, 3)
+        assert (await _in_thread(cluster.cli, "add-node", cluster.spec(3))).returncode == 0
+        await _in_thread(cluster.wait_voters, [1, 2, 3, 4])
+        removed = await _in_thread(cluster.cli, "remove-node", "1")
+        assert removed.returncode == 0, removed.stderr
+        await _in_thread(cluster.wait_voters, [2, 3, 4])
+        await asyncio.sleep(1.5)  # node 3's journals record the removal as applied (a COMMIT hint, once a second)
+
+        cluster.nodes[2].proc.terminate()  # node 3 stops with "remove node 1" as the last change in its log
+        cluster.nodes[2].proc.wait(10)
+        cluster.nodes[2] = None
+        added = await _in_thread(lambda: cluster.cli("add-node", cluster.spec(0), via=[1]))
+        assert added.returncode == 0, added.stderr
+        await _in_thread(cluster.wait_voters, [1, 2, 3, 4])
+        deadline = time.monotonic() + 30
+        while (await _in_thread(cluster.describe, 0)).partitions[0].leader_node_id != 1:
+            assert time.monotonic() < deadline, "node 1 never took partition 0 (its preferred one) back"
+            await asyncio.sleep(0.1)
+
+        cluster.start(2)
+        await _in_thread(cluster.wait_voters, [1, 2, 3, 4], 30.0)  # node 3's view included
+        view = await _in_thread(cluster.describe, 2)
+        assert view.partitions[0].leader_node_id == 1 and list(view.partitions[0].replica_node_ids) == [1, 2, 3, 4]
+        await commit(cluster, "after-lag", 5)
+        assert await fetch_all(cluster, ["after-lag"]) == {"after-lag": 5}
     finally:
         cluster.stop_all()

@@ -204,7 +204,8 @@ def _node_spec() -> Strategy[str]:
 
 
 def add_raft_voter(groups: Pool, members: Pool, instances: Pool, most: int = BULK) -> Strategy[Message]:
-    return st.builds(pb.AddRaftVoterRequest, node=_node_spec(), timeout_ms=st.one_of(st.integers(-1, 2_000), int32s))
+    timeouts = st.one_of(st.integers(-1, 2_000), int32s)
+    return st.builds(pb.AddRaftVoterRequest, node=_node_spec(), timeout_ms=timeouts, replace=st.booleans())
 
 
 def remove_raft_voter(groups: Pool, members: Pool, instances: Pool, most: int = BULK) -> Strategy[Message]:
