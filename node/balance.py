@@ -41,7 +41,10 @@ class LeaderBalancer:
             return
         self._next_round = now + ROUND_INTERVAL_S
         for host in self._hosts:
-            voters = self._members(host.partition_id)
+            host.replica.step_aside_if_odd()
+            # A replica the last state check found odd (raft/digest.py) is no one's preferred leader.
+            odd = host.replica.digests.odd_nodes
+            voters = [p for p in self._members(host.partition_id) if p.node_id not in odd]
             if host.role is not Role.LEADER or len(voters) < 2:
                 continue
             target = preferred_leader(host.partition_id, voters)

@@ -68,6 +68,12 @@ class ReplicaCollector(Collector):
             "(the corruption alarm; partition.digest_mismatch names both)",
             labels=("partition",),
         )
+        odd = GaugeMetricFamily(
+            f"{ns}_replica_out_of_service",
+            "1 while the latest cross-replica state check found this node's replica of the partition odd (its state "
+            "differs from the one a majority reported): it leads no more and stands for no election",
+            labels=("partition",),
+        )
         foreign = CounterMetricFamily(
             f"{ns}_raft_foreign_messages",
             "Raft messages dropped because they carry another cluster's id (raft.foreign_cluster names the sender)",
@@ -88,6 +94,7 @@ class ReplicaCollector(Collector):
             errors.add_metric([code], count)
         for replica in replicas:
             mismatch.add_metric([str(replica.partition_id)], int(replica.digests.mismatch is not None))
+            odd.add_metric([str(replica.partition_id)], int(not replica.may_lead))
         checks.add_metric([], sum(replica.digests.checks for replica in replicas))
         foreign.add_metric([], sum(replica.foreign_messages for replica in replicas))
-        yield from (fsyncs, fsync_seconds, errors, failing, damaged, catching_up, size, checks, mismatch, foreign)
+        yield from (fsyncs, fsync_seconds, errors, failing, damaged, catching_up, size, checks, mismatch, odd, foreign)

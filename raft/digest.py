@@ -8,12 +8,22 @@ hash for that index compares. Apply is deterministic, so replicas that applied t
 and the same hash; a mismatch means one replica's state went wrong (a disk that returned bad data past its
 checksum, a bug), so it raises the alarm: one `partition.digest_mismatch` log line and the
 `groupcoord_replica_digest_mismatch` gauge.
+
+Which replica is the odd one takes a majority's view, and the log gives every replica the same one: each replica
+that applies a digest entry live (not while replaying its own journal) proposes a `digest_report` entry with its own
+hash for that index. When the next digest entry is applied, the reports of the earlier round are judged: if one
+hash has a strict majority of them (two at least), the nodes that reported another are *odd*. Every replica reaches
+the same verdict at the same log index, so a leader knows not to hand a partition to an odd replica, and an odd
+replica knows to take itself out of service (it stops leading and stands for no election; it still votes, as its
+log's length and terms are as good as anyone's). The next verdict without it puts it back (a replica rebuilt
+from the others' copy: docs/OPERATIONS.md, the corruption alarm).
 """
 
 from __future__ import annotations
 
 import hashlib
 import logging
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,6 +56,12 @@ class StateDigests:
         self._mine: dict[int, bytes] = {}
         self.checks = 0
         self.mismatch: Mismatch | None = None
+        # The reports of the rounds not judged yet (digest index -> node -> its hash; a node's first report counts),
+        # and the latest verdict: the nodes whose state differed from the majority's.
+        self._reports: dict[int, dict[int, bytes]] = {}
+        self.odd_nodes: frozenset[int] = frozenset()
+        self.verdicts = 0
+        self._judged = 0
 
     def latest(self) -> tuple[int, bytes] | None:
         """(index, digest) of the last digest entry this replica applied: what its next proposal carries."""
@@ -81,6 +97,54 @@ class StateDigests:
         self._mine[index] = digest
         for old in sorted(self._mine)[:-KEPT]:
             del self._mine[old]
+        for earlier in sorted(i for i in self._reports if i < index):
+            self._judge(earlier, self._reports.pop(earlier))
+
+    def on_report(self, index: int, node: int, digest: bytes) -> None:
+        """A `digest_report` entry: `node`'s own hash at the digest entry at `index`."""
+        if index > self._judged:  # a late report of a round already judged changes nothing
+            self._reports.setdefault(index, {}).setdefault(node, digest)
+
+    def _judge(self, index: int, reports: dict[int, bytes]) -> None:
+        self._judged = index
+        if not reports:
+            return
+        agreed, count = Counter(reports.values()).most_common(1)[0]
+        if count < 2 or 2 * count <= len(reports):
+            return  # no majority among the reports: no verdict this round
+        odd = frozenset(node for node, digest in reports.items() if digest != agreed)
+        self.verdicts += 1
+        if odd != self.odd_nodes:
+            log.log(
+                logging.ERROR if odd else logging.WARNING,
+                "partition.odd_replicas",
+                extra=fields(
+                    partition=self.partition,
+                    index=index,
+                    odd_nodes=sorted(odd),
+                    agreed_by=sorted(node for node, digest in reports.items() if digest == agreed),
+                    action="an odd replica leads no more and stands for no election; rebuild it "
+                    "(docs/OPERATIONS.md, the corruption alarm)"
+                    if odd
+                    else "every replica that reported agrees again",
+                ),
+            )
+        self.odd_nodes = odd
+
+
+def report(index: int, digest: bytes) -> bytes:
+    """The payload of a digest_report entry."""
+    return msgpack.packb([index, digest], use_bin_type=True)
+
+
+def read_report(payload: bytes) -> tuple[int, bytes] | None:
+    try:
+        value = msgpack.unpackb(payload) if payload else None
+    except (ValueError, msgpack.UnpackException):
+        return None
+    if isinstance(value, list) and len(value) == 2 and isinstance(value[0], int) and isinstance(value[1], bytes):
+        return value[0], value[1]
+    return None
 
 
 def proposal(latest: tuple[int, bytes] | None) -> bytes:

@@ -12,6 +12,8 @@ versioned envelope:
   empty in entries written before events existed).
 * `digest` — a cross-replica state check (raft/digest.py): each replica hashes its state when it applies one, and
   compares the proposer's hash for the previous one with its own.
+* `digest_report` — a replica's own hash at a digest entry (its index), proposed by every replica that applied it;
+  the reports of a round decide which replicas are odd (raft/digest.py).
 * `cluster_id` — partition 0 only: the cluster's id (UTF-8), minted by its first serving leader. The first one
   applied is the cluster's; later ones (a leader that proposed one before it learned of another) are ignored.
 * `records` — `protocol.records.encode_batch` bytes. Applied only if `term` is not below the fence, so a
@@ -51,7 +53,7 @@ from groupcoord.coordinator.state import GroupStore
 from groupcoord.logfields import fields
 from groupcoord.protocol import records as r
 from groupcoord.raft.cipher import RaftCipher
-from groupcoord.raft.digest import StateDigests, state_digest
+from groupcoord.raft.digest import StateDigests, read_report, report, state_digest
 from groupcoord.raft.journal import CheckedJournal
 from groupcoord.raft.syncobj_patch import SyncObj, replicated
 from groupcoord.raft.transport import HAND_OVER, DurableTransport
@@ -64,6 +66,7 @@ SNAPSHOT_VERSION = 1
 SNAPSHOT_MAGIC = b"GCSNAP\x00\x01"
 SNAPSHOT_CRC = struct.Struct("<I")
 BARRIER, RECORDS, DIGEST, CLUSTER_ID = "barrier", "records", "digest", "cluster_id"
+DIGEST_REPORT = "digest_report"
 
 
 @dataclass(frozen=True, slots=True)
@@ -236,6 +239,9 @@ class PartitionReplica(SyncObj):
             settings.durability,
             legacy_path=f"{data_prefix}.journal",
         )
+        # Digest entries up to here are replayed from this node's own journal: it reported on them before.
+        self._replayed_through = self.journal.getRaftCommitIndex()
+        self._stepping_aside = 0.0  # when this odd replica last handed its leadership over (monotonic)
         if snapshot_damage is not None:
             # Its entries continue a state that is gone: only the leader's copy (snapshot or log) can rebuild it.
             self.journal.discard(snapshot_damage)
@@ -298,6 +304,14 @@ class PartitionReplica(SyncObj):
             with self.lock:
                 digest = state_digest(self.store.snapshot(), self.fence_term)
             self.digests.on_entry(index, payload, node_id, digest)
+            if index > self._replayed_through:
+                self.apply_entry(encode_entry(DIGEST_REPORT, term, self.node_id, report(index, digest)))
+            self.step_aside_if_odd()
+            return True
+        if kind == DIGEST_REPORT:
+            reported = read_report(payload)
+            if reported is not None:
+                self.digests.on_report(reported[0], node_id, reported[1])
             return True
         if kind != RECORDS:
             log.warning("partition.unknown_entry_kind", extra=fields(partition=self.partition_id, kind=kind))
@@ -390,8 +404,21 @@ class PartitionReplica(SyncObj):
     # -- status ---------------------------------------------------------------------------------------
 
     def is_leader(self) -> bool:
-        """Leading, and able to write its journal (a replica that cannot is mute and loses the lead)."""
-        return self._isLeader() and self.journal.write_error is None
+        """Leading, able to write its journal (a replica that cannot is mute and loses the lead), and not odd."""
+        return self._isLeader() and self.journal.write_error is None and self.may_lead
+
+    @property
+    def may_lead(self) -> bool:
+        """False while the last state check found this replica odd (raft/digest.py): it then serves nothing, and our
+        patch of pysyncobj has it stand for no election (`pre_vote_election`)."""
+        return self.node_id not in self.digests.odd_nodes
+
+    def step_aside_if_odd(self) -> None:
+        """An odd replica that still leads hands the partition to a follower (at most once a second)."""
+        now = time.monotonic()
+        if not self.may_lead and self._isLeader() and now - self._stepping_aside >= 1.0:
+            self._stepping_aside = now
+            self.transferLeadership()
 
     def has_lease(self) -> bool:
         """Leading, and no other replica can have become leader yet: what may be answered without a Raft round.

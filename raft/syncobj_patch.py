@@ -38,6 +38,8 @@ The hunks:
   each poll, so messages that wait for the journal leave after one fdatasync for the whole tick.
 * `leader_self_count`: the leader counts itself toward a quorum only for entries its journal has on stable
   storage (`durableIndex`), so its AppendEntries can leave before its own fdatasync (raft/transport.py).
+* `pre_vote_election` also skips the election of a replica whose `may_lead` is false: the cross-replica state check
+  found it odd (raft/digest.py), so it must not lead until rebuilt (it still votes).
 * `catch_up_*` (and the untrusted branch of `pre_vote_election`): a replica whose journal is untrusted (it may
   lack entries it acknowledged) grants no vote or pre-vote and stands for no election until it holds a committed
   entry of the current leader's term. A *fresh* journal (made at this start: a new cluster, or a wiped data
@@ -169,6 +171,8 @@ HUNKS: tuple[Hunk, ...] = (
         """                self.__raftElectionDeadline = monotonicTime() + self.__generateRaftTimeout()
                 if not getattr(self.__raftLog, 'trusted', True):
                     self.__announceFresh()
+                elif not getattr(self, 'may_lead', True):
+                    pass
                 elif self.__preVote and not self.__transferInProgress and self.__otherNodes:
                     self.__startPreVote()
                 else:

@@ -331,3 +331,27 @@ def test_a_follower_whose_term_ran_ahead_rejoins_and_the_cluster_keeps_working(t
 def test_the_patch_applies_only_to_the_pysyncobj_it_was_written_for():
     with pytest.raises(syncobj_patch.PatchError, match="matches 0 places"):
         syncobj_patch.patched_source("something else")
+
+
+WITHOUT_PRE_VOTE = module_without("pre_vote", "catch_up")  # the catch-up hunks build on pre-vote
+
+
+@pytest.mark.parametrize("module", [PATCHED, WITHOUT_PRE_VOTE], ids=["patched", "unpatched"])
+def test_a_replica_that_may_not_lead_ignores_a_leadership_transfer(module: types.ModuleType, tmp_path: Path):
+    """The cross-replica state check found it odd (raft/digest.py, `may_lead`): even a TimeoutNow, which skips
+    pre-votes, does not make it stand for election; it still votes, so the others keep a majority."""
+    cluster = Cluster(module, tmp_path)
+    try:
+        leader = cluster.leader()
+        leader.put(b"a", sync=True, timeout=10)
+        odd = next(r for r in cluster.replicas if r is not leader)
+        odd.may_lead = False
+        wait(lambda: len(odd.applied) == 1)
+        for _ in range(3):
+            leader.transferLeadership(node=odd.selfNode)
+            time.sleep(0.5)
+        led = odd._isLeader()
+        cluster.leader().put(b"b", sync=True, timeout=10)
+    finally:
+        cluster.close()
+    assert led == (module is WITHOUT_PRE_VOTE)
