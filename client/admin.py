@@ -96,6 +96,7 @@ class NodeInfo:
     host: str
     port: int
     alive: bool
+    incarnation: str = ""  # its data directory's id; a wiped or replaced one is new
 
 
 @dataclass(frozen=True, slots=True)
@@ -274,7 +275,7 @@ class Admin:
         return ClusterDescription(
             answered_by=reply.node_id,
             partition_count=reply.partition_count,
-            nodes=tuple(NodeInfo(n.node_id, n.host, n.port, n.alive) for n in reply.nodes),
+            nodes=tuple(NodeInfo(n.node_id, n.host, n.port, n.alive, n.incarnation) for n in reply.nodes),
             partitions=tuple(
                 PartitionInfo(
                     p.partition_id,

@@ -271,7 +271,8 @@ def _cluster_describe(args: argparse.Namespace) -> int:
             return EXIT_OK
         cluster = f"cluster {c.cluster_id}" if c.cluster_id else "cluster id not known yet"
         print(f"{cluster}; answered by node {c.answered_by}; {c.partition_count} coordinator partitions\n")
-        print(table(["NODE", "ADDRESS", "ALIVE"], [[n.node_id, f"{n.host}:{n.port}", n.alive] for n in c.nodes]))
+        nodes = [[n.node_id, f"{n.host}:{n.port}", n.alive, n.incarnation[:12] or "-"] for n in c.nodes]
+        print(table(["NODE", "ADDRESS", "ALIVE", "INCARNATION"], nodes))
         print()
         rows = [
             [p.partition_id, p.leader_node_id if p.leader_node_id >= 0 else "none", p.term, p.commit_index,

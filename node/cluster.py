@@ -33,6 +33,7 @@ from groupcoord.node.topology import (
     Peer,
     check_partition_count,
     format_peer,
+    incarnation,
     parse_peers,
     partition_for,
     read_cluster_id,
@@ -116,6 +117,11 @@ class NodeCluster:
         root = Path(data_dir or self._tmp.name)  # type: ignore[union-attr]
         check_partition_count(root, partitions, [p.node_id for p in self.peers])
         self._root = root
+        # This data directory's incarnation: Raft messages carry it, and a node id seen with a new one had its data
+        # directory replaced (its replicas are fresh and catch up before they vote; raft/journal.py).
+        self.incarnation = incarnation(root)
+        self.incarnations: dict[int, str] = {node_id: self.incarnation}
+        self._incarnations_seen: dict[int, set[str]] = {node_id: {self.incarnation}}
         # Minted by partition 0's first serving leader and learned from its log (raft/partition.py), then stored
         # in cluster.json; Raft messages carry it and those of another cluster are dropped (raft/transport.py).
         self.cluster_id = read_cluster_id(root)
@@ -177,6 +183,7 @@ class NodeCluster:
             cluster_id=self.cluster_id,
             on_cluster_id=self._learn_cluster_id if k == 0 else None,
             wall_ms=self.clock.wall_ms,
+            incarnation=self.incarnation,
         )
 
     def _learn_cluster_id(self, cluster_id: str) -> None:
@@ -263,11 +270,37 @@ class NodeCluster:
         self.peers = [nodes[i] for i in sorted(nodes)]
         known = {p.node_id: p for p in self._configured} | nodes
         self._by_raft_address = {p.raft_address(k): p for p in known.values() for k in range(self.partitions)}
+        self._learn_incarnations()
         # A replica whose log lags a membership change must still hear the nodes its other partitions count as
         # voters (a leader the change made): they are its guests (raft/transport.py).
         for k, host in enumerate(self.hosts):
             own = {p.node_id for p in members[k]} | {self.node_id}
             host.replica.set_guests(frozenset(p.raft_address(k) for p in self.peers if p.node_id not in own))
+
+    def _learn_incarnations(self) -> None:
+        """Each peer's incarnation as its Raft messages carry it; a new one for a known node id is logged once."""
+        for host in self.hosts:
+            for address, inc in host.replica.peer_incarnations().items():
+                peer = self._by_raft_address.get(address)
+                if peer is None:
+                    continue
+                seen = self._incarnations_seen.setdefault(peer.node_id, set())
+                if inc in seen:
+                    continue
+                previous = self.incarnations.get(peer.node_id)
+                seen.add(inc)
+                self.incarnations[peer.node_id] = inc
+                if previous is not None:
+                    log.warning(
+                        "raft.new_incarnation",
+                        extra=fields(
+                            node=peer.node_id,
+                            incarnation=inc,
+                            previous=previous,
+                            action="its data directory is new (a lost volume, a replacement machine): its replicas "
+                            "take no part in elections until they have caught up",
+                        ),
+                    )
 
     def members_of(self, partition: int) -> list[Peer]:
         """The partition's voters as this node knows them, by node id."""

@@ -515,7 +515,11 @@ class GroupCoordinatorService:
         )
         for peer in cluster.peers:
             response.nodes.add(
-                node_id=peer.node_id, host=peer.client_host, port=peer.client_port, alive=cluster.alive(peer)
+                node_id=peer.node_id,
+                host=peer.client_host,
+                port=peer.client_port,
+                alive=cluster.alive(peer),
+                incarnation=cluster.incarnations.get(peer.node_id, ""),
             )
         for host in cluster.hosts:
             leader = cluster.leader_of(host.partition_id)

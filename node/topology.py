@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -100,7 +101,8 @@ def check_partition_count(data_dir: Path, partitions: int, node_ids: list[int]) 
     tmp = meta_path.with_suffix(".tmp")
     try:
         data_dir.mkdir(parents=True, exist_ok=True)
-        tmp.write_text(json.dumps({"version": 1, "partitions": partitions, "node_ids": sorted(node_ids)}))
+        meta = {"version": 1, "partitions": partitions, "node_ids": sorted(node_ids), "incarnation": uuid.uuid4().hex}
+        tmp.write_text(json.dumps(meta))
         tmp.replace(meta_path)
     except OSError as exc:
         raise StartupError(f"cannot write {meta_path}: {exc.strerror}") from None
@@ -114,6 +116,25 @@ def read_cluster_id(data_dir: Path) -> str | None:
         return None
     value = meta.get("cluster_id") if isinstance(meta, dict) else None
     return value if isinstance(value, str) else None
+
+
+def incarnation(data_dir: Path) -> str:
+    """This data directory's incarnation id, kept in cluster.json: minted with the directory, so a node that starts
+    on a new or wiped one (a lost volume, a replacement machine) is a new incarnation of its node id. A directory
+    made before incarnations existed gets one at its first start."""
+    meta_path = data_dir / "cluster.json"
+    meta = json.loads(meta_path.read_text())
+    value = meta.get("incarnation")
+    if isinstance(value, str) and value:
+        return value
+    meta["incarnation"] = value = uuid.uuid4().hex
+    tmp = meta_path.with_suffix(".tmp")
+    try:
+        tmp.write_text(json.dumps(meta))
+        tmp.replace(meta_path)
+    except OSError as exc:
+        raise StartupError(f"cannot write {meta_path}: {exc.strerror}") from None
+    return value
 
 
 def store_cluster_id(data_dir: Path, cluster_id: str) -> None:

@@ -186,6 +186,7 @@ class PartitionReplica(SyncObj):
         cluster_id: str | None = None,
         on_cluster_id: Callable[[str], None] | None = None,
         wall_ms: Callable[[], int] | None = None,
+        incarnation: str | None = None,
     ) -> None:
         # Set before SyncObj starts: the journal replays through apply_entry.
         self.on_events = on_events
@@ -263,6 +264,7 @@ class PartitionReplica(SyncObj):
             self._transport.cluster_id = self._node_cluster_id
             if wall_ms is not None:
                 self._transport.wall_ms = wall_ms
+            self._transport.incarnation = incarnation
             return self._transport
 
         specs = peer_specs or {}
@@ -446,6 +448,10 @@ class PartitionReplica(SyncObj):
 
     def term(self) -> int:
         return self.raftCurrentTerm
+
+    def peer_incarnations(self) -> dict[str, str]:
+        """The incarnation id each peer's latest message carried, by Raft address."""
+        return self._transport.peer_incarnations.copy()
 
     def set_guests(self, addresses: frozenset[str]) -> None:
         """Nodes outside this replica's configuration to accept and connect to (raft/transport.py, guests)."""

@@ -19,7 +19,8 @@ carries the follower's wall time (`wt`, ms), from which the leader derives the t
 records and offset retention (node/clock.py, `ClusterClock`).
 
 And the cluster's identity: once the node knows its cluster id, every message carries it (`cid`), and a message that
-carries another is dropped, counted and logged (`raft.foreign_cluster`).
+carries another is dropped, counted and logged (`raft.foreign_cluster`). Every message also carries the sender's
+incarnation id (`inc`: its data directory's), which the node reports and logs when it changes.
 
 And guests: pysyncobj talks only to the nodes of its replica's own configuration, so a follower whose log lags a
 membership change (it holds "remove node 1" but not the later "add node 1") refused the leader the change made, and
@@ -48,6 +49,8 @@ log = logging.getLogger(__name__)
 HAND_OVER = "gc_hand_over"
 # The key of every message that carries the sender's cluster id (old nodes ignore keys they do not read).
 CLUSTER_ID_KEY = "cid"
+# The key of every message that carries the sender's incarnation id (its data directory's, node/topology.py).
+INCARNATION_KEY = "inc"
 # One raft.foreign_cluster line per sending node per this many seconds; the metric counts every message.
 FOREIGN_LOG_S = 10.0
 
@@ -69,6 +72,10 @@ class DurableTransport(TCPTransport):  # type: ignore[misc]  # pysyncobj has no 
         self.cluster_id: str | None = None
         self.foreign_messages = 0
         self._foreign_logged: dict[Any, float] = {}
+        # This node's incarnation (stamped on every message) and the latest one each peer's messages carried, by
+        # Raft address (written on the tick thread, read whole from the event loop).
+        self.incarnation: str | None = None
+        self.peer_incarnations: dict[str, str] = {}
         # Raft addresses of nodes outside the configuration to talk to anyway (set from the event loop as a whole
         # frozenset; the tick thread reconciles `_guests`, the transport's own nodes for them, with it).
         self.wanted_guests: frozenset[str] = frozenset()
@@ -105,6 +112,9 @@ class DurableTransport(TCPTransport):  # type: ignore[misc]  # pysyncobj has no 
             if theirs is not None and self.cluster_id is not None and theirs != self.cluster_id:
                 self._refuse_foreign(node, theirs)
                 return
+            inc = message.get(INCARNATION_KEY)
+            if isinstance(inc, str) and getattr(node, "address", None) is not None:
+                self.peer_incarnations[node.address] = inc[:64]
             if kind == HAND_OVER:
                 # A voter is being removed while it leads (node/membership.py): pysyncobj's leader cannot remove
                 # itself, so it hands the partition to its most caught-up follower first.
@@ -140,6 +150,8 @@ class DurableTransport(TCPTransport):  # type: ignore[misc]  # pysyncobj has no 
         kind = message.get("type") if isinstance(message, dict) else None
         if kind is not None and self.cluster_id is not None:
             message[CLUSTER_ID_KEY] = self.cluster_id
+        if kind is not None and self.incarnation is not None:
+            message[INCARNATION_KEY] = self.incarnation
         if kind == "append_entries":
             message["ts"] = time.monotonic()
         elif kind == "next_node_idx":

@@ -488,16 +488,18 @@ class DescribeClusterRequest(_message.Message):
 class DescribeClusterResponse(_message.Message):
     __slots__ = ("error_code", "node_id", "nodes", "partitions", "partition_count", "cluster_id")
     class Node(_message.Message):
-        __slots__ = ("node_id", "host", "port", "alive")
+        __slots__ = ("node_id", "host", "port", "alive", "incarnation")
         NODE_ID_FIELD_NUMBER: _ClassVar[int]
         HOST_FIELD_NUMBER: _ClassVar[int]
         PORT_FIELD_NUMBER: _ClassVar[int]
         ALIVE_FIELD_NUMBER: _ClassVar[int]
+        INCARNATION_FIELD_NUMBER: _ClassVar[int]
         node_id: int
         host: str
         port: int
         alive: bool
-        def __init__(self, node_id: _Optional[int] = ..., host: _Optional[str] = ..., port: _Optional[int] = ..., alive: _Optional[bool] = ...) -> None: ...
+        incarnation: str
+        def __init__(self, node_id: _Optional[int] = ..., host: _Optional[str] = ..., port: _Optional[int] = ..., alive: _Optional[bool] = ..., incarnation: _Optional[str] = ...) -> None: ...
     class ReplicaState(_message.Message):
         __slots__ = ("node_id", "match_index", "lag")
         NODE_ID_FIELD_NUMBER: _ClassVar[int]

@@ -195,7 +195,10 @@ def test_cluster_describe(bootstrap: str):
     assert [n["node_id"] for n in described["nodes"]] == [1, 2, 3]
     assert {p["leader_node_id"] for p in described["partitions"]} <= {1, 2, 3}
     human = _admin(bootstrap, "cluster", "describe")
-    assert human.returncode == 0 and "LEADER" in human.stdout
+    assert human.returncode == 0 and "LEADER" in human.stdout and "INCARNATION" in human.stdout
+    answered_by = described["answered_by"]
+    own = next(n for n in described["nodes"] if n["node_id"] == answered_by)
+    assert len(own["incarnation"]) == 32, own  # its own data directory's, always known
 
 
 def test_wrong_address_is_one_line_and_exit_3():

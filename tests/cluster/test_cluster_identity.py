@@ -77,3 +77,36 @@ async def test_a_node_with_another_clusters_data_is_refused_and_changes_nothing(
         ours.stop_all()
         if theirs is not None:
             theirs.stop_all()
+
+
+async def incarnations(cluster: Cluster, via: int) -> dict[int, str]:
+    described = await _rpc(cluster.address(via), "DescribeCluster", pb.DescribeClusterRequest())
+    return {n.node_id: n.incarnation for n in described.nodes}
+
+
+async def test_a_wiped_node_comes_back_as_a_new_incarnation(tmp_path: Path):
+    """Each data directory has its own incarnation id (cluster.json), carried on every Raft message: the others
+    report it, and a node id that comes back with a new one is logged (`raft.new_incarnation`)."""
+    cluster = Cluster(tmp_path)
+    try:
+        deadline = time.monotonic() + 20
+        while "" in (seen := await incarnations(cluster, 0)).values() or len(seen) != 3:
+            assert time.monotonic() < deadline, seen
+            await asyncio.sleep(0.1)
+        assert len(set(seen.values())) == 3
+        for i in range(3):
+            stored = json.loads((cluster.tmp / f"data{i + 1}" / "cluster.json").read_text())["incarnation"]
+            assert seen[i + 1] == stored
+        cluster.kill(2)
+        shutil.rmtree(cluster.tmp / "data3")  # a lost volume
+        cluster.start(2)
+        await asyncio.to_thread(cluster.wait_serving)
+        while (now := await incarnations(cluster, 0))[3] == seen[3]:
+            assert time.monotonic() < deadline + 20, now
+            await asyncio.sleep(0.1)
+        assert now[3] == json.loads((cluster.tmp / "data3" / "cluster.json").read_text())["incarnation"]
+        assert (now[1], now[2]) == (seen[1], seen[2])
+        [said] = events(cluster, 0, "raft.new_incarnation")
+        assert (said["node"], said["previous"], said["incarnation"]) == (3, seen[3], now[3])
+    finally:
+        cluster.stop_all()

@@ -420,7 +420,8 @@ def test_a_node_that_starts_on_a_full_disk_says_so_in_one_line(small_disk: Path)
     assert start_on(small_disk) == f"cannot write {small_disk}/cluster.json: No space left on device"
     # A data directory made before the disk filled: the journals are what cannot be written.
     (small_disk / "filler").unlink()
-    (small_disk / "cluster.json").write_text('{"version": 1, "partitions": 1, "node_ids": [1]}')
+    meta = '{"version": 1, "partitions": 1, "node_ids": [1], "incarnation": "5e1f"}'
+    (small_disk / "cluster.json").write_text(meta)
     fill(small_disk)
     assert start_on(small_disk) == f"cannot write the journal {small_disk}/partition-0.wal: No space left on device"
 

@@ -9,7 +9,14 @@ import pytest
 
 from groupcoord.errors import StartupError, UserError
 from groupcoord.node.balance import preferred_leader
-from groupcoord.node.topology import Peer, check_partition_count, parse_peers, partition_for, stable_hash
+from groupcoord.node.topology import (
+    Peer,
+    check_partition_count,
+    incarnation,
+    parse_peers,
+    partition_for,
+    stable_hash,
+)
 
 
 def test_stable_hash_is_blake2b_and_never_changes():
@@ -67,14 +74,21 @@ def test_bad_peers_are_user_errors(text):
 
 def test_the_partition_count_is_fixed_when_the_cluster_is_created(tmp_path):
     check_partition_count(tmp_path, 16, [2, 1, 3])
-    assert json.loads((tmp_path / "cluster.json").read_text()) == {
-        "version": 1,
-        "partitions": 16,
-        "node_ids": [1, 2, 3],
-    }
+    meta = json.loads((tmp_path / "cluster.json").read_text())
+    assert len(meta.pop("incarnation")) == 32  # the data directory's own id, minted with it
+    assert meta == {"version": 1, "partitions": 16, "node_ids": [1, 2, 3]}
     check_partition_count(tmp_path, 16, [1, 2, 3])
     with pytest.raises(StartupError, match="16 partitions"):
         check_partition_count(tmp_path, 8, [1, 2, 3])
+
+
+def test_a_data_directory_keeps_its_incarnation_and_an_older_one_gets_one(tmp_path):
+    check_partition_count(tmp_path, 4, [1])
+    first = incarnation(tmp_path)
+    assert incarnation(tmp_path) == first
+    (tmp_path / "cluster.json").write_text('{"version": 1, "partitions": 4, "node_ids": [1]}')  # before incarnations
+    minted = incarnation(tmp_path)
+    assert len(minted) == 32 and minted != first and incarnation(tmp_path) == minted
 
 
 def test_preferred_leaders_rotate_over_the_nodes_by_id():
