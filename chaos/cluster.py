@@ -226,8 +226,20 @@ class ChaosCluster:
                 if node.proc is None or node.reported or node.proc.poll() is None:
                     continue
                 node.reported = True
+                extra = {} if node.expect_exit else {"disk": self.disk_usage(node.node_id)}
                 self.history.write("node_exit", node=node.node_id, pid=node.proc.pid,
-                                   returncode=node.proc.returncode, expected=node.expect_exit)  # fmt: skip
+                                   returncode=node.proc.returncode, expected=node.expect_exit, **extra)  # fmt: skip
+
+    def disk_usage(self, node_id: int) -> dict[str, object]:
+        """The data directory's free space and its files' sizes: what an exit nobody asked for is read against."""
+        path = self.data_dir(node_id)
+        try:
+            stat = os.statvfs(path)
+            files = {str(f.relative_to(path)): f.stat().st_blocks * 512 for f in path.rglob("*") if f.is_file()}
+        except OSError as exc:
+            return {"error": str(exc)}
+        return {"free_bytes": stat.f_bavail * stat.f_frsize, "size_bytes": stat.f_blocks * stat.f_frsize,
+                "files": files}  # fmt: skip
 
     def stop_all(self) -> None:
         for node_id, node in self.nodes.items():

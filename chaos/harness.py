@@ -33,6 +33,7 @@ OBSERVE_INTERVAL_S = 0.2
 CONVERGE_POLL_S = 0.1
 RECOVERY_TIMEOUT_S = 45.0
 FINAL_OFFSETS_TIMEOUT_S = 20.0
+EVENT_SEGMENTS = 4  # event files kept per partition on the small chaos disks
 # Group shapes, cycled over the groups: (topics, static share, assignor, assign delay).
 SHAPES = (
     ({"orders": 8}, 0.5, "range", 0),
@@ -62,6 +63,9 @@ class ChaosOptions:
     argv: list[str] = field(default_factory=list)
     # Each node's data directory on a tmpfs of this many MiB (as root), for the fill_disk fault.
     disk_mb: int | None = 32
+    # On such a disk, the event files get this share of it (at the defaults they may grow to 128 MiB: a 30-minute
+    # run filled the 32 MiB once); the rest is for journals, snapshots and the damaged copies faults leave.
+    events_disk_share: float = 1 / 8
     # Cross-replica state checks this often, so that a divergence shows within the run (raft/digest.py).
     digest_interval_ms: int = 1_000
 
@@ -82,6 +86,14 @@ def plan_workers(opts: ChaosOptions) -> list[WorkerPlan]:
             static = 0 < w <= statics
             plans.append(WorkerPlan(f"g{g}w{w}", f"chaos-g{g}", dict(topics), static, w == 0, assignor, delay_ms))
     return plans
+
+
+def event_file_flags(opts: ChaosOptions) -> list[str]:
+    """Event files sized to the nodes' small disks (node/events.py bounds them by segment size times segments)."""
+    if not opts.disk_mb:
+        return []
+    segment = int(opts.disk_mb * 2**20 * opts.events_disk_share) // (opts.partitions * EVENT_SEGMENTS)
+    return [f"--events-segment-bytes={segment}", f"--events-max-segments={EVENT_SEGMENTS}"]
 
 
 def make_network(kind: str, size: int) -> Loopback | Namespaces:
@@ -109,7 +121,7 @@ class Harness:
                 network, opts.nodes, opts.partitions, opts.out, self.history, secrets.token_hex(16),
                 ["--group-min-session-timeout-ms=1000", "--group-initial-rebalance-delay-ms=0",
                  "--shutdown-grace-ms=1000", f"--raft-digest-interval-ms={opts.digest_interval_ms}",
-                 "--offsets-retention-check-interval-ms=1000"],
+                 "--offsets-retention-check-interval-ms=1000", *event_file_flags(opts)],
                 disk_mb=opts.disk_mb,
             )  # fmt: skip
             fleet = Fleet(plans, opts.out, self.history, [

@@ -20,7 +20,8 @@ Harness events:
 * `run`: seed, nodes, partitions, groups ({group: {"workers": n, "static": n, "topics": {...}}}),
   session_timeout_ms, rebalance_timeout_ms, ownership_tolerance_s, convergence_bound_s, pending_bound, argv.
 * `node_started` / `node_stopped` (node, pid, signal: SIGKILL or SIGTERM) / `node_signal` (SIGSTOP, SIGCONT) /
-  `node_exit` (node, pid, returncode, expected: false when nobody stopped it).
+  `node_exit` (node, pid, returncode, expected: false when nobody stopped it; then also disk: the data
+  directory's free_bytes, size_bytes and files {path: bytes allocated}, to read the exit against).
 * `worker_started` (worker, incarnation, group, pid) / `worker_killed` (worker, incarnation, signal) /
   `worker_exit` (worker, incarnation, returncode, expected: false when nobody stopped it).
 * `fault`: kind (kill_node | pause_node | resume_node | restart_node | partition_node | heal_partition |

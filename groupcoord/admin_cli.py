@@ -12,12 +12,15 @@ import argparse
 import asyncio
 import json
 import os
+import socket
 import sys
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
 from groupcoord.errors import UserError
+from groupcoord.node.topology import Peer, format_peer, parse_peers
 from groupcoord.security_flags import add_security_flags, client_security, unreachable_hint
 
 if TYPE_CHECKING:
@@ -300,6 +303,56 @@ def _cluster_replace_node(args: argparse.Namespace) -> int:
                           f"{args.node} is a voter of every partition in place of its predecessor")  # fmt: skip
 
 
+def _cluster_join(args: argparse.Namespace) -> int:
+    own = _own_peer(args)
+    deadline = time.monotonic() + args.timeout
+    _wait_listening(own, args.timeout)
+    join = argparse.Namespace(**{**vars(args), "node": format_peer(own)})
+    while True:
+        try:
+            return _cluster_add_node(join)
+        except Unreachable:  # a start hook races the other nodes' starts (a whole cluster starting at once)
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(1.0)
+
+
+def _cluster_leave(args: argparse.Namespace) -> int:
+    own = _own_peer(args)  # sets --bootstrap when it was not given
+    return _cluster_remove_node(argparse.Namespace(**{**vars(args), "node_id": own.node_id}))
+
+
+def _own_peer(args: argparse.Namespace) -> Peer:
+    """This node's `peers` entry, by the node's own settings. Unless --bootstrap is given, the other peers are asked
+    at the addresses nodes use among themselves: the command runs beside the node (a pod's hook)."""
+    if not args.node_id:
+        raise UserError("name this node: --node-id or GROUPCOORD_NODE_ID, as for `groupcoord node`")
+    peers = parse_peers(args.peers)
+    own = next((p for p in peers if p.node_id == args.node_id), None)
+    if own is None:
+        raise UserError(f"node {args.node_id} is not in peers ({args.peers!r}): list the voters and this node")
+    others = [p.address for p in peers if p != own]
+    if args.bootstrap is None:
+        if not others:
+            raise UserError("peers name no other node to ask: give --bootstrap")
+        args.bootstrap = ",".join(others)
+    return own
+
+
+def _wait_listening(peer: Peer, timeout_s: float) -> None:
+    """Until this node's client port accepts connections (it opens once the Raft replicas have started): a start
+    hook runs beside the node, and a voter is added only once it answers."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            socket.create_connection((peer.host, peer.port), timeout=1).close()
+            return
+        except OSError as exc:
+            if time.monotonic() > deadline:
+                raise Unreachable(f"this node does not answer at {peer.host}:{peer.port}: {exc}") from None
+            time.sleep(0.2)
+
+
 def _change_voters(
     args: argparse.Namespace, change: Callable[[Admin], Awaitable[list[int]]], subject: dict[str, Any], done: str
 ) -> int:
@@ -416,3 +469,30 @@ def register_cluster_membership(actions: argparse._SubParsersAction) -> None:
         _cluster_replace_node,
     )
     replace.add_argument("node", metavar="ID=HOST:PORT:RAFT_PORT[@CLIENT_HOST:CLIENT_PORT]")
+    join = _action(
+        actions,
+        "join",
+        "make this node a voter of every partition, by its own node id and peers (a start hook: it waits for the "
+        "node to listen, asks the other peers, and is idempotent, so it may run at every start)",
+        _cluster_join,
+    )
+    leave = _action(
+        actions,
+        "leave",
+        "remove this node from every partition's voters, by its own node id and peers (run it before the node "
+        "is scaled away; idempotent)",
+        _cluster_leave,
+    )
+    for parser in (join, leave):
+        parser.add_argument(
+            "--node-id",
+            type=int,
+            default=int(os.environ.get("GROUPCOORD_NODE_ID") or 0),
+            help="this node's id (default: $GROUPCOORD_NODE_ID)",
+        )
+        parser.add_argument(
+            "--peers",
+            default=os.environ.get("GROUPCOORD_PEERS", ""),
+            help="the node's peers setting, this node included (default: $GROUPCOORD_PEERS)",
+        )
+        parser.set_defaults(bootstrap=os.environ.get("GROUPCOORD_BOOTSTRAP"))

@@ -250,6 +250,15 @@ SETTINGS: tuple[Setting, ...] = (
         maximum=TEN_YEARS_S,
     ),
     Setting(
+        "initial_cluster_state",
+        "new",
+        "etcd's setting of that name. `new`: when every replica of a partition has an empty journal (every node "
+        "started for the first time), they form a new cluster; `existing`: never, an empty replica waits to catch up "
+        "from a leader. Set `existing` once the cluster has formed, so that nodes that all lost their data "
+        "directories stay down instead of coming back as an empty cluster.",
+        choices=("new", "existing"),
+    ),
+    Setting(
         "durability",
         "fsync",
         "`fsync`: every Raft entry, term and vote is on stable storage (fdatasync, one per tick for all that tick "
@@ -418,6 +427,7 @@ class NodeSettings:
     raft_election_timeout_ms: int
     group: GroupConfig
     durability: str = "fsync"
+    initial_cluster_state: str = "new"
     raft_digest_interval_ms: int = 60_000
     wall_clock_offset_s: int = 0
     tls_cert_file: str = ""
@@ -525,6 +535,7 @@ def _build(values: dict[str, int | str]) -> NodeSettings:
         raft_election_timeout_ms=_election_timeout(values),
         group=group,
         durability=str(values["durability"]),
+        initial_cluster_state=str(values["initial_cluster_state"]),
         raft_digest_interval_ms=int(values["raft_digest_interval_ms"]),
         wall_clock_offset_s=int(values["wall_clock_offset_s"]),
         **_tls(values),

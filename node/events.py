@@ -42,6 +42,29 @@ class EventFiles:
             return None
         return PartitionEvents(partition_dir(data_dir, partition), self.segment_bytes, self.max_segments)
 
+    def check_room(self, data_dir: Path, partitions: int) -> bool:
+        """False, and one warning, when the event files may take more than half of the data directory's file
+        system: they would fill it in time, and a full disk stops the journals too (seen in a 30-minute chaos run)."""
+        bound = self.segment_bytes * self.max_segments * partitions
+        try:
+            stat = os.statvfs(data_dir)
+        except OSError:
+            return True
+        size = stat.f_blocks * stat.f_frsize
+        if bound <= size // 2:
+            return True
+        log.warning(
+            "events.disk_too_small",
+            extra=fields(
+                data_dir=str(data_dir),
+                events_bound_bytes=bound,
+                disk_bytes=size,
+                action="lower events_segment_bytes or events_max_segments, or give the data directory more space: "
+                "the event files can grow to segment size x segments x partitions",
+            ),
+        )
+        return False
+
 
 def partition_dir(data_dir: Path, partition: int) -> Path:
     return data_dir / EVENTS_DIR / f"partition-{partition}"

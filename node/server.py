@@ -8,6 +8,7 @@ import gc
 import logging
 import signal
 import time
+from pathlib import Path
 
 import grpc
 import uvloop
@@ -75,6 +76,7 @@ class Node:
                 port = server.add_secure_port(address, credentials)
         except RuntimeError as exc:
             raise StartupError(f"cannot listen on {address}: {exc}") from None
+        events = EventFiles(settings.events_segment_bytes, settings.events_max_segments)
         cluster = NodeCluster(
             settings.node_id,
             settings.host,
@@ -89,10 +91,11 @@ class Node:
             loop,
             on_commit=metrics.on_commit if metrics is not None else None,
             observer=metrics,
-            events=EventFiles(settings.events_segment_bytes, settings.events_max_segments),
+            events=events,
             raft_settings=raft_settings(settings),
             wall_clock_offset_s=settings.wall_clock_offset_s,
         )
+        events.check_room(Path(settings.data_dir), settings.partitions)
         service = GroupCoordinatorService(
             cluster,
             settings.group.max_id_length,
@@ -243,6 +246,7 @@ def raft_settings(settings: NodeSettings) -> RaftSettings:
         election_min_s=election_ms / 1000,
         election_max_s=3 * election_ms / 1000,
         durability=settings.durability,
+        bootstrap=settings.initial_cluster_state == "new",
         digest_interval_s=settings.raft_digest_interval_ms / 1000,
     )
     if not settings.raft_batch_period_ms:

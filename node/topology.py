@@ -45,6 +45,11 @@ class Peer:
     def client_port(self) -> int:
         return self.advertised[1] if self.advertised else self.port
 
+    @property
+    def address(self) -> str:
+        """Where the other nodes reach its client port (not the address advertised to clients)."""
+        return f"{_bracket(self.host)}:{self.port}"
+
     def raft_address(self, partition: int) -> str:
         return f"{self.host}:{self.raft_port + partition}"
 

@@ -201,6 +201,7 @@ class CheckedJournal(Journal):
         self._durable_index = 0  # the last entry index on stable storage as of the last fdatasync
         self.fsync_seconds = 0.0
         self.damage: Damage | None = None
+        self._bootstrap_refused = False
         self._fd: int | None = None
         if not os.path.exists(path) and legacy_path is not None and os.path.exists(legacy_path):
             self._rewrite(_migrate(legacy_path))
@@ -395,6 +396,20 @@ class CheckedJournal(Journal):
         self._commit_index = 1
         if not self._rewrite_state():
             raise JournalError(f"cannot rewrite the journal {self.path} after {reason}")
+
+    def bootstrap_refused(self) -> None:
+        """Every replica of the partition holds nothing, but `initial_cluster_state` is `existing`: said once."""
+        if not self._bootstrap_refused:
+            self._bootstrap_refused = True
+            log.error(
+                "journal.bootstrap_refused",
+                extra=fields(
+                    file=self.path,
+                    action="every replica of this partition is empty and initial_cluster_state is existing, so no "
+                    "new cluster is formed: restore a data directory, or start the nodes with "
+                    "initial_cluster_state=new to begin an empty cluster",
+                ),
+            )
 
     def set_trusted(self, why: str = "caught up from the leader") -> None:
         if not self.trusted:

@@ -95,6 +95,9 @@ class RaftSettings:
     # "fsync": entries, term and vote are on stable storage before any Raft message that depends on them leaves
     # (raft/journal.py, raft/transport.py); "memory": the page cache only (lost with the OS, not with the process).
     durability: str = "fsync"
+    # Whether replicas that all hold nothing may form a new cluster (`initial_cluster_state` new); else an empty
+    # replica only ever catches up from a leader.
+    bootstrap: bool = True
     # How often a leader proposes a cross-replica state check (raft/digest.py); 0 turns them off.
     digest_interval_s: float = 60.0
 
@@ -232,6 +235,7 @@ class PartitionReplica(SyncObj):
         )
         # Both read by our patch of pysyncobj (raft/syncobj_patch.py).
         conf.preVote = settings.pre_vote
+        conf.bootstrap = settings.bootstrap
         # Online membership (`add_member` / `remove_member`): pysyncobj's single-server changes through the log.
         conf.dynamicMembershipChange = True
         snapshot_damage = set_aside_damaged_snapshot(f"{data_prefix}.snapshot")

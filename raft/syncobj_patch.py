@@ -32,6 +32,9 @@ The hunks:
   of grants starts the real election. A leadership transfer (TimeoutNow) skips the pre-vote. And etcd's rule:
   a node whose term ran ahead answers a lower-term AppendEntries with its term (`stale_term`), so the leader
   steps down and the cluster converges instead of that node never rejoining.
+* `pre_vote_refusal_*`: etcd's rule for pre-vote. A refusal carries the voter's term, and a pre-candidate whose
+  term is lower takes it. Without it, a node whose log is ahead but whose term is behind could never win (its
+  pre-vote at term+1 is refused by nodes with higher terms) while refusing theirs (its log is ahead): no leader.
 * `own_journal`: `conf.journal`, when set, is the replica's journal (ours, raft/journal.py: checksummed records,
   no mmap) instead of pysyncobj's `FileJournal`.
 * `durability_barrier`: the transport's `flushDeferred()` (raft/transport.py) runs right before and right after
@@ -46,8 +49,15 @@ The hunks:
   directory — the node cannot tell) is untrusted too; while fresh it sends `fresh` to its peers at each election
   timeout, a replica whose log holds nothing (pristine) answers it with `fresh`, and a fresh replica is trusted
   once every other replica of the partition has said `fresh` to it: then no replica held anything, so nothing
-  acknowledged can be missing (a brand-new cluster forms once all its nodes have started). One wiped among
+  acknowledged can be missing (a brand-new cluster forms once all its nodes have started), unless
+  `conf.bootstrap` is false (`initial_cluster_state = existing`): then it only ever catches up. One wiped among
   replicas that hold data hears no `fresh` from them and catches up instead.
+* `config_from_log` and `config_not_at_commit`: Raft's rule is that a server uses the latest configuration in its
+  log, committed or not. pysyncobj applies a membership entry when it is appended, but after a restart only when
+  the replay reaches it, which stops at the journal's COMMIT hint (written once a second) until a leader says more:
+  a restarted replica could count votes and quorums with the voters of a second ago. Now the whole log's
+  membership entries are applied once the snapshot is loaded, and the replay no longer applies them again (it
+  would bring back an intermediate configuration, e.g. a voter added and then removed).
 * `snapshot_keeps_suffix`: after a crash between a snapshot and the journal's compaction, a restart cleared the
   journal down to the snapshot's two entries, dropping the committed entries after them; they are kept now.
 """
@@ -243,7 +253,10 @@ HUNKS: tuple[Hunk, ...] = (
             if self.__raftLog.fresh:
                 self.__freshPeers.add(node)
                 if self.__freshPeers >= self.__otherNodes:
-                    self.__raftLog.set_trusted('every replica of the partition holds nothing: a new cluster')
+                    if getattr(self.__conf, 'bootstrap', True):
+                        self.__raftLog.set_trusted('every replica of the partition holds nothing: a new cluster')
+                    else:
+                        self.__raftLog.bootstrap_refused()
             return
 
         if message['type'] == 'pre_vote' and self.__selfNode is not None:
@@ -286,6 +299,27 @@ HUNKS: tuple[Hunk, ...] = (
             self.__preVoteTerm = None
             if message['term'] > self.__raftCurrentTerm:
                 self.__setCurrentTerm(message['term'], None)
+""",
+    ),
+    Hunk(
+        "pre_vote_refusal_term",
+        "'term': message['term'], 'granted': granted})",
+        "'term': message['term'], 'granted': granted,\n"
+        "                                         'voter_term': self.__raftCurrentTerm})",
+    ),
+    Hunk(
+        "pre_vote_refusal_adopt",
+        """        if message['type'] == 'pre_vote_response':
+""",
+        """        if message['type'] == 'pre_vote_response' and not message['granted'] and \
+                message.get('voter_term', 0) > self.__raftCurrentTerm and self.__raftState != _RAFT_STATE.LEADER:
+            self.__setCurrentTerm(message['voter_term'], None)
+            self.__setState(_RAFT_STATE.FOLLOWER)
+            self.__raftLeader = None
+            self.__preVoteTerm = None
+            return
+
+        if message['type'] == 'pre_vote_response':
 """,
     ),
     Hunk(
@@ -349,6 +383,31 @@ HUNKS: tuple[Hunk, ...] = (
                     self.__raftLog.set_trusted()
 
         if message['type'] == 'apply_command':
+""",
+    ),
+    Hunk(
+        "config_from_log",
+        """                self.__loadDumpFile(clearJournal=False)
+            self.__needLoadDumpFile = False
+""",
+        """                self.__loadDumpFile(clearJournal=False)
+            self.__needLoadDumpFile = False
+            if self.__conf.dynamicMembershipChange:
+                for entry in self.__getEntries(self.__raftLog[0][1]):
+                    clusterChangeRequest = self.__parseChangeClusterRequest(entry[0])
+                    if clusterChangeRequest is not None:
+                        self.__doChangeCluster(clusterChangeRequest)
+""",
+    ),
+    Hunk(
+        "config_not_at_commit",
+        """        clusterChangeRequest = self.__parseChangeClusterRequest(command)
+        if clusterChangeRequest is not None:
+             self.__doChangeCluster(clusterChangeRequest)
+             return
+""",
+        """        if commandType == _COMMAND_TYPE.MEMBERSHIP:
+            return
 """,
     ),
     Hunk(

@@ -215,6 +215,9 @@ def test_wrong_address_is_one_line_and_exit_3():
         ("offsets", "set", "g", "orders-0=1"),
         ("offsets", "set", "g", "orders:0=x"),
         ("groups", "list", "--bootstrap", "nohostport"),
+        ("cluster", "join", "--node-id", "0", "--peers", "1=127.0.0.1:1:2"),  # no node id
+        ("cluster", "join", "--node-id", "4", "--peers", "1=127.0.0.1:1:2"),  # not in its own peers
+        ("cluster", "leave", "--node-id", "1", "--peers", "1=127.0.0.1:1:2"),  # no other node to ask
     ],
 )
 def test_bad_argument_is_one_line_and_exit_2(args: tuple[str, ...]):

@@ -1,6 +1,7 @@
 """Online membership changes on real node processes (issue 21, item 8): a 3-node cluster grows to 5 and shrinks back
-to 3 with `groupcoord cluster add-node` / `remove-node` while a static member heartbeats and offsets are committed;
-no acknowledged commit is lost and the Stable group is never rebalanced."""
+to 3 with `groupcoord cluster add-node` / `remove-node` and the Kubernetes hooks' `cluster join` / `leave` while a
+static member heartbeats and offsets are committed; no acknowledged commit is lost and the Stable group is never
+rebalanced."""
 
 from __future__ import annotations
 
@@ -74,6 +75,16 @@ class GrowingCluster(Cluster):
             timeout=90,
             env={**os.environ, "GROUPCOORD_CLUSTER_SECRET": SECRET},
         )
+
+    def hook(self, action: str, i: int, peers: str) -> subprocess.CompletedProcess[str]:
+        """`cluster join` / `leave` as the Kubernetes pod's hooks run them: node i's own settings only, from its
+        environment (deploy/k8s/statefulset.yaml, deploy/README.md)."""
+        env = {k: v for k, v in os.environ.items() if k != "GROUPCOORD_BOOTSTRAP"}
+        env.update(GROUPCOORD_CLUSTER_SECRET=SECRET, GROUPCOORD_NODE_ID=str(i + 1), GROUPCOORD_PEERS=peers)
+        return subprocess.run(
+            [sys.executable, "-m", "groupcoord", "cluster", action, "--timeout=60"],
+            capture_output=True, text=True, timeout=90, env=env,
+        )  # fmt: skip
 
     def describe(self, i: int) -> pb.DescribeClusterResponse:
         with grpc.insecure_channel(self.address(i)) as channel:
@@ -168,14 +179,21 @@ async def test_three_nodes_grow_to_five_and_shrink_back_under_load(tmp_path: Pat
         tasks = [asyncio.create_task(load.heartbeat()), asyncio.create_task(load.commits(groups))]
         await asyncio.sleep(1)
 
-        for i in (3, 4):  # start the node with peers naming the voters and itself, then add it
-            cluster.peers = cluster.peers_of(i + 1)
-            cluster.start(i)
-            await _in_thread(cluster.wait_listening, i)
-            added = await _in_thread(cluster.cli, "add-node", cluster.spec(i))
-            assert added.returncode == 0, added.stderr
-            assert "is a voter of every partition" in added.stdout
-            await _in_thread(cluster.wait_voters, list(range(1, i + 2)))
+        # Node 4 as a Kubernetes pod scaled up: its start hook (`cluster join`) runs beside it from the moment it
+        # starts. Node 5 by hand: started with peers naming the voters and itself, then `add-node`.
+        cluster.peers = cluster.peers_of(4)
+        cluster.start(3)
+        joined = await _in_thread(cluster.hook, "join", 3, cluster.peers_of(4))
+        assert joined.returncode == 0, joined.stderr
+        assert f"{cluster.spec(3)} is a voter of every partition" in joined.stdout
+        await _in_thread(cluster.wait_voters, [1, 2, 3, 4])
+        cluster.peers = cluster.peers_of(5)
+        cluster.start(4)
+        await _in_thread(cluster.wait_listening, 4)
+        added = await _in_thread(cluster.cli, "add-node", cluster.spec(4))
+        assert added.returncode == 0, added.stderr
+        assert "is a voter of every partition" in added.stdout
+        await _in_thread(cluster.wait_voters, [1, 2, 3, 4, 5])
         await _in_thread(cluster.wait_serving)  # all five serve, and leadership spreads over them
         # A voter restarted with the `peers` it was first started with learns the voters from its log.
         first = cluster.nodes[0]
@@ -187,10 +205,16 @@ async def test_three_nodes_grow_to_five_and_shrink_back_under_load(tmp_path: Pat
         await _in_thread(cluster.wait_lags, [1, 2, 3, 4, 5])
         again = await _in_thread(cluster.cli, "add-node", cluster.spec(4))
         assert again.returncode == 0 and "none, it already was" in again.stdout, again
+        # The hook again, as at every start of the pod: nothing to change.
+        rejoined = await _in_thread(cluster.hook, "join", 3, cluster.peers_of(4))
+        assert rejoined.returncode == 0 and "none, it already was" in rejoined.stdout, rejoined
         await asyncio.sleep(2)
 
         for i in (4, 3):  # remove the node (it hands over what it leads), then stop it
-            removed = await _in_thread(cluster.cli, "remove-node", str(i + 1))
+            if i == 3:  # the scale-down step: `cluster leave` on the node itself
+                removed = await _in_thread(cluster.hook, "leave", i, cluster.peers_of(4))
+            else:
+                removed = await _in_thread(cluster.cli, "remove-node", str(i + 1))
             assert removed.returncode == 0, removed.stderr
             await _in_thread(cluster.wait_voters, list(range(1, i + 1)))
             cluster.nodes[i].proc.terminate()

@@ -303,6 +303,16 @@ def test_pods_get_their_settings_secret_and_data_volume():
     assert (pod_security["runAsUser"], pod_security["fsGroup"], pod_security["runAsNonRoot"]) == (10001, 10001, True)
 
 
+def test_a_new_pod_joins_the_voters_by_the_command_tested_on_node_processes():
+    """Scaling up needs no kubectl exec: the postStart hook runs `groupcoord cluster join` with the node id the
+    container's own command derives (tests/cluster/test_membership.py runs `cluster join` the same way)."""
+    [container] = only("StatefulSet")["spec"]["template"]["spec"]["containers"]
+    hook = container["lifecycle"]["postStart"]["exec"]["command"]
+    assert hook[:2] == ["/bin/sh", "-c"]
+    assert hook[2].startswith("GROUPCOORD_NODE_ID=$(( ${HOSTNAME##*-} + 1 )) groupcoord cluster join ")
+    assert hook[2].rstrip().endswith("|| true")  # a failed join is logged, and does not kill the pod
+
+
 def test_peers_name_every_replica_by_its_stable_dns_name():
     sts = only("StatefulSet")
     data = only("ConfigMap")["data"]

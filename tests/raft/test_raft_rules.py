@@ -59,9 +59,10 @@ def conf(directory: Path, name: str, **overrides: Any) -> SyncObjConf:
         fullDumpFile=str(directory / f"{name}.snapshot"),
     )
     settings.update(overrides)
-    pre_vote = settings.pop("preVote", True)
+    ours = {"preVote": settings.pop("preVote", True), "bootstrap": settings.pop("bootstrap", True)}
     built = SyncObjConf(**settings)
-    built.preVote = pre_vote
+    for name, value in ours.items():  # read by our patch, unknown to SyncObjConf
+        setattr(built, name, value)
     return built
 
 
@@ -355,3 +356,36 @@ def test_a_replica_that_may_not_lead_ignores_a_leadership_transfer(module: types
     finally:
         cluster.close()
     assert led == (module is WITHOUT_PRE_VOTE)
+
+
+WITHOUT_REFUSAL_TERM = module_without("pre_vote_refusal")
+
+
+@pytest.mark.parametrize("module", [PATCHED, WITHOUT_REFUSAL_TERM], ids=["patched", "unpatched"])
+def test_a_pre_vote_refused_for_a_stale_term_brings_the_pre_candidate_to_the_voters_term(
+    module: types.ModuleType, tmp_path: Path
+):
+    """etcd's rule: a refused pre-vote carries the voter's term, and a pre-candidate behind it takes it. Otherwise a
+    replica whose log is ahead but whose term is behind has its pre-votes refused (term+1 is not above theirs)
+    while it refuses theirs (its log is ahead), and no one is ever elected."""
+    node = Follower(module, tmp_path)
+    voter = TCPNode(node.leader)
+    try:
+        node.sync._SyncObj__setCurrentTerm(5, None)
+        node.sync._SyncObj__startPreVote()
+        asked = [m["term"] for m in node.sent if m["type"] == "pre_vote"]
+        refusal = {"type": "pre_vote_response", "term": 6, "granted": False, "voter_term": 9}
+        node.sync._SyncObj__onMessageReceived(voter, refusal)
+        term = node.sync._SyncObj__raftCurrentTerm
+        stale = {"type": "pre_vote", "term": 3, "last_log_index": 1, "last_log_term": 0}
+        node.sync._SyncObj__onMessageReceived(voter, stale)
+        answer = node.sent[-1]
+    finally:
+        node.close()
+    assert asked == [6, 6]
+    if module is PATCHED:
+        assert term == 9
+        assert answer == {"type": "pre_vote_response", "term": 3, "granted": False, "voter_term": 9}
+    else:
+        assert term == 5  # the refusal said nothing it could act on
+        assert answer == {"type": "pre_vote_response", "term": 3, "granted": False}

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import os
+import queue
 import threading
 import time
 import types
@@ -13,9 +14,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pysyncobj import SyncObjConf
+from pysyncobj import FAIL_REASON, SyncObjConf
 from pysyncobj.transport import TCPTransport
 
+from groupcoord.logfields import FIELDS
 from groupcoord.raft.journal import CheckedJournal
 from groupcoord.raft.transport import DurableTransport
 from tests.raft.test_raft_rules import PATCHED, conf, free_port, module_without, wait
@@ -23,6 +25,8 @@ from tests.raft.test_raft_rules import PATCHED, conf, free_port, module_without,
 WITHOUT_BARRIER = module_without("durability_barrier")
 WITHOUT_CATCH_UP = module_without("catch_up")
 WITHOUT_SNAPSHOT_FIX = module_without("snapshot_keeps_suffix")
+WITHOUT_CONFIG_FIX = module_without("config_")
+WITHOUT_CONFIG_AT_COMMIT_FIX = module_without("config_not_at_commit")
 
 
 def replica_class(module: types.ModuleType) -> type:
@@ -52,16 +56,17 @@ class Cluster:
         self.addresses = [f"127.0.0.1:{free_port()}" for _ in range(size)]
         self.replicas: list[Any] = [None] * size
 
-    def start(self, i: int, durability: str = "fsync") -> Any:
+    def start(self, i: int, durability: str = "fsync", **overrides: Any) -> Any:
         journal = CheckedJournal(str(self.directory / f"n{i}.wal"), durability)
         peers = [a for a in self.addresses if a != self.addresses[i]]
-        self.replicas[i] = replica_class(self.module)(self.addresses[i], peers, conf(self.directory, f"n{i}"), journal)
+        config = conf(self.directory, f"n{i}", **overrides)
+        self.replicas[i] = replica_class(self.module)(self.addresses[i], peers, config, journal)
         return self.replicas[i]
 
-    def start_all(self) -> Any:
+    def start_all(self, **overrides: Any) -> Any:
         """Every replica started; the leader they elect."""
         for i in range(len(self.replicas)):
-            self.start(i)
+            self.start(i, **overrides)
         return self.leader()
 
     def elects(self, timeout_s: float) -> bool:
@@ -285,6 +290,87 @@ def test_a_crash_between_snapshot_and_compaction_keeps_the_entries_after_the_sna
         assert len(applied) == 10  # the bug: the five commands after the snapshot are gone
     else:
         assert applied == [b"before-%d" % i for i in range(10)] + [b"after-%d" % i for i in range(5)]
+
+
+def change_voters(leader: Any, change: str, address: str) -> None:
+    """One membership change, committed; retried while the leader refuses it (its own first entry is not applied
+    yet: REQUEST_DENIED), as our AddRaftVoter does."""
+    method = leader.addNodeToCluster if change == "add" else leader.removeNodeFromCluster
+    answers: queue.Queue[Any] = queue.Queue()
+    for _ in range(50):
+        method(address, callback=lambda result, error: answers.put(error))
+        reason = answers.get(timeout=10)
+        if reason != FAIL_REASON.REQUEST_DENIED:
+            break
+        time.sleep(0.1)
+    assert reason == FAIL_REASON.SUCCESS, reason
+
+
+@pytest.mark.parametrize(
+    "module",
+    [PATCHED, WITHOUT_CONFIG_FIX, WITHOUT_CONFIG_AT_COMMIT_FIX],
+    ids=["patched", "unpatched", "reapplied-at-commit"],
+)
+def test_a_restarted_replica_counts_with_the_latest_configuration_in_its_log(module: types.ModuleType, tmp_path: Path):
+    """Raft: a server uses the latest configuration in its log, committed or not. A replica restarted with a COMMIT
+    hint older than its last membership changes (the hint is written once a second, so a kill loses up to a
+    second of it) must not count votes with the voters of before."""
+    cluster = Cluster(module, tmp_path)
+    removed, added = (f"127.0.0.1:{free_port()}" for _ in range(2))
+    try:
+        leader = cluster.start_all(dynamicMembershipChange=True)
+        follower = cluster.replicas.index(next(r for r in cluster.running() if r is not leader))
+        change_voters(leader, "add", removed)
+        wait(lambda: cluster.replicas[follower].raftCommitIndex == leader.raftCommitIndex)
+        time.sleep(1.2)  # the follower's once-a-second COMMIT hint now covers the first change
+        journal = cluster.replicas[follower].journal
+        journal._write_commit = lambda: None  # and none after it: a kill -9 within the next second
+        change_voters(leader, "rem", removed)
+        change_voters(leader, "add", added)
+        wait(lambda: cluster.replicas[follower].raftCommitIndex == leader.raftCommitIndex)
+    finally:
+        cluster.close()
+    cluster.replicas = [None] * len(cluster.replicas)
+    restarted = cluster.start(follower, dynamicMembershipChange=True)
+    try:
+        time.sleep(0.5)  # its first ticks, alone: no leader will tell it the commit index
+        voters = {node.id for node in restarted.otherNodes}
+    finally:
+        cluster.close()
+    others = {a for i, a in enumerate(cluster.addresses) if i != follower}
+    if module is WITHOUT_CONFIG_FIX:
+        assert voters == others | {removed}  # the configuration as of the hint: a second old
+    elif module is WITHOUT_CONFIG_AT_COMMIT_FIX:
+        assert voters == others | {removed, added}  # the replay brought back the removed voter
+    else:
+        assert voters == others | {added}
+
+
+def test_empty_replicas_form_a_new_cluster_only_when_initial_cluster_state_is_new(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+):
+    """etcd's `initial-cluster-state existing`: replicas that all hold nothing (every data directory lost) do not
+    come back as an empty cluster, and each says why once."""
+    existing = Cluster(PATCHED, tmp_path / "existing")
+    (tmp_path / "existing").mkdir()
+    try:
+        for i in range(3):
+            existing.start(i, bootstrap=False)
+        formed = existing.elects(3.0)
+    finally:
+        existing.close()
+    assert not formed
+    refused = [r for r in caplog.records if r.message == "journal.bootstrap_refused"]
+    files = sorted(getattr(r, FIELDS)["file"] for r in refused)
+    assert files == sorted(str(tmp_path / "existing" / f"n{i}.wal") for i in range(3))
+    new = Cluster(PATCHED, tmp_path / "new")
+    (tmp_path / "new").mkdir()
+    try:
+        for i in range(3):
+            new.start(i)
+        assert new.elects(10.0)
+    finally:
+        new.close()
 
 
 @pytest.fixture(autouse=True)

@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import json
+import logging
+import os
 from pathlib import Path
+
+import pytest
 
 from groupcoord.coordinator.events import DESCRIBE, EVENT_VERSION, barrier_event, record_event
 from groupcoord.coordinator.state import GroupStore
-from groupcoord.node.events import Merger, PartitionEvents, merge, partition_dir, read_partition
+from groupcoord.node.events import EventFiles, Merger, PartitionEvents, merge, partition_dir, read_partition
 from groupcoord.protocol import records as r
 
 T = 1_700_000_000_000
@@ -172,3 +176,13 @@ def test_a_node_streams_whole_lines_only(tmp_path: Path):
     assert all(chunk.endswith(b"\n") for chunk in chunks)
     streamed = [json.loads(line) for chunk in chunks for line in chunk.splitlines()]
     assert [(e["index"], e["position"]) for e in streamed] == [(i, p) for i in range(1, 21) for p in (0, 1)]
+
+
+def test_event_files_that_could_fill_the_data_directory_are_warned_of(tmp_path: Path, caplog: pytest.LogCaptureFixture):
+    stat = os.statvfs(tmp_path)
+    disk = stat.f_blocks * stat.f_frsize
+    with caplog.at_level(logging.WARNING):
+        assert EventFiles(disk // 64, 8).check_room(tmp_path, 4)  # half the disk: the bound still fits
+        assert not caplog.records
+        assert not EventFiles(disk // 32 + 1, 8).check_room(tmp_path, 4)
+    assert [r.message for r in caplog.records] == ["events.disk_too_small"]
