@@ -10,6 +10,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
+from groupcoord.chaos.coordinators import conflicts
 from groupcoord.chaos.history import History
 from groupcoord.chaos.offsets import Commit, PartitionCommits, index_commits
 from groupcoord.chaos.ownership import Interval, build_intervals, load_workers, overlapping_pairs
@@ -29,8 +30,10 @@ PENDING_GROWTH = "pending_growth"
 HISTORY_CORRUPT = "history_corrupt"
 VACUOUS = "vacuous"
 REPLICA_DIVERGENCE = "replica_divergence"
+TWO_COORDINATORS = "two_coordinators"
 KINDS = (
     REPLICA_DIVERGENCE,
+    TWO_COORDINATORS,
     DOUBLE_OWNERSHIP,
     OWNED_PAST_SESSION,
     OFFSET_BACKWARDS,
@@ -117,6 +120,7 @@ class _Checker:
         self.member_ids()
         self.convergence()
         self.harness_events()
+        self.coordinators()
         self.corrupt_and_vacuous()
         self.violations.sort(key=lambda v: v.t)
         return Result(self.violations, self.stats, self.run)
@@ -444,6 +448,13 @@ class _Checker:
             return observe.get("state") == "Empty" and not members
         return observe.get("state") == "Stable" and members == expected
 
+    def coordinators(self) -> None:
+        """At most one coordinator per group at a time, by the epochs nodes answered in (chaos/coordinators.py)."""
+        answers = [e for e in self.history.harness if e["ev"] == "coordinator_answer"]
+        self.stats["coordinator_answers"] = len(answers)
+        for group, t, message in conflicts(answers, self.at):
+            self.flag(TWO_COORDINATORS, group, t, message)
+
     def harness_events(self) -> None:
         """Rules 8 and 9: nodes only stop when told to, and join queues stay bounded."""
         for e in (e for e in self.history.harness if e["ev"] == "node_exit" and e.get("expected") is not True):
@@ -452,7 +463,7 @@ class _Checker:
                 "",
                 e["t"],
                 f"node {e.get('node', '?')} (pid {e.get('pid', '?')}) exited with code {e.get('returncode', '?')} "
-                f"at {self.at(e['t'])} although nobody stopped it",
+                f"at {self.at(e['t'])} although nobody stopped it{_disk_note(e.get('disk'))}",
             )
         for e in (e for e in self.history.harness if e["ev"] == "node_alarm"):
             self.flag(
@@ -512,3 +523,14 @@ class _Checker:
             duration_s=round(self.end - self.t0, 3),
             start_t=self.t0,
         )
+
+
+def _disk_note(disk: object) -> str:
+    """The data directory as the harness found it after the exit: a full disk is the usual reason a node cannot
+    start (its history line has every file's size)."""
+    if not isinstance(disk, dict) or "free_bytes" not in disk:
+        return ""
+    files = disk.get("files") or {}
+    biggest = max(files.items(), key=lambda item: item[1], default=None) if isinstance(files, dict) else None
+    note = f"; its data directory had {disk['free_bytes']} of {disk['size_bytes']} bytes free"
+    return note + (f", the biggest file {biggest[0]} ({biggest[1]} bytes)" if biggest else "")

@@ -329,6 +329,26 @@ class ChaosCluster:
         described = reply.groups[0]
         return (node_id, described) if described.error_code == Errors.NONE else None
 
+    def probe(self, group: str) -> list[tuple[int, int, float, float]]:
+        """DescribeGroups for `group` at every running node at once: (node, coordinator epoch, sent, answered) of
+        each node that answered as its coordinator. Two of them in the same stretch of time is what leases forbid."""
+        sent = time.monotonic()
+        calls = [
+            (node.node_id, self._stub(node.address).DescribeGroups.future(
+                pb.DescribeGroupsRequest(group_ids=[group]), timeout=RPC_TIMEOUT_S))
+            for node in self._reachable()
+        ]  # fmt: skip
+        answers = []
+        for node_id, call in calls:
+            try:
+                reply = call.result()
+            except grpc.RpcError:
+                continue
+            described = reply.groups[0]
+            if described.error_code == Errors.NONE:
+                answers.append((node_id, described.coordinator_epoch, sent, time.monotonic()))
+        return answers
+
     def commit(self, group: str, topic: str, partition: int, offset: int) -> bool:
         """A simple commit (no member, generation -1) at the group's coordinator: True once acknowledged."""
         node_id = self.coordinator(group)

@@ -7,6 +7,7 @@ exactly its live members (liveness) → stop the workers → read the final offs
 
 from __future__ import annotations
 
+import itertools
 import json
 import random
 import secrets
@@ -30,6 +31,7 @@ from groupcoord.chaos.workers import Fleet, WorkerPlan
 ALARM_EVENT = "partition.digest_mismatch"
 ALARM_FIELDS = ("event", "partition", "index", "ts")
 OBSERVE_INTERVAL_S = 0.2
+PROBE_INTERVAL_S = 0.2  # one group's probe of every node
 CONVERGE_POLL_S = 0.1
 RECOVERY_TIMEOUT_S = 45.0
 FINAL_OFFSETS_TIMEOUT_S = 20.0
@@ -169,6 +171,7 @@ class Harness:
             for plan in fleet.plans:
                 fleet.start(plan.name)
             self._background(self._observe, cluster, fleet)
+            self._background(self._probe, cluster, fleet)
             yield
         finally:
             self._stop_background.set()
@@ -255,6 +258,15 @@ class Harness:
             fleet.check_exits()
             for group in groups:
                 self._observe_group(cluster, group)
+
+    def _probe(self, cluster: ChaosCluster, fleet: Fleet) -> None:
+        """Asks every node about one group at a time, round the groups: who answers as its coordinator, in which
+        epoch (the checker's `two_coordinators`)."""
+        groups = itertools.cycle(sorted({plan.group for plan in fleet.plans}))
+        while not self._stop_background.wait(PROBE_INTERVAL_S):
+            group = next(groups)
+            for node_id, epoch, sent, answered in cluster.probe(group):
+                self.history.write("coordinator_answer", t=answered, group=group, node=node_id, epoch=epoch, sent=sent)
 
     def _observe_group(self, cluster: ChaosCluster, group: str) -> tuple[str, int, set[str]] | None:
         described = cluster.describe(group)

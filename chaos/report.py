@@ -51,6 +51,7 @@ def _stat_rows(result: Result) -> list[tuple[str, str]]:
         ("commits acknowledged", f"{stats.get('commits_acked', 0)} ({stats.get('commits_rejected', 0)} rejected)"),
         ("offset fetches", str(stats.get("fetches", 0))),
         ("observations", f"{stats.get('observations', 0)} (max pending {stats.get('max_pending', 0)})"),
+        ("coordinator answers", str(stats.get("coordinator_answers", 0))),
         ("convergence", f"{convergence} (bound {_seconds(bound)})"),
     ]
     after = stats.get("convergence_after_faults", {})

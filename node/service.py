@@ -426,10 +426,14 @@ class GroupCoordinatorService:
         async def one(host: PartitionHost, ids: list[str]) -> list:
             sub = pb.DescribeGroupsRequest(group_ids=ids)
             response = await host.call(sub, lambda core, token: core.describe_groups(sub, token))
+            # The term after the answer: it can only be newer than the one answered in (never makes a deposed
+            # coordinator look current).
+            epoch = host.term
             for group in response.groups:  # type: ignore[attr-defined]
                 if group.error_code == Errors.NONE:
                     group.coordinator_partition = host.partition_id
                     group.coordinator_node_id = self._cluster.node_id
+                    group.coordinator_epoch = epoch
             return list(response.groups)  # type: ignore[attr-defined]
 
         self._check_names("DescribeGroups", request.group_ids)

@@ -399,7 +399,7 @@ class DescribeGroupsResponse(_message.Message):
         member_assignment: bytes
         def __init__(self, member_id: _Optional[str] = ..., group_instance_id: _Optional[str] = ..., client_id: _Optional[str] = ..., client_host: _Optional[str] = ..., member_metadata: _Optional[bytes] = ..., member_assignment: _Optional[bytes] = ...) -> None: ...
     class Group(_message.Message):
-        __slots__ = ("error_code", "group_id", "group_state", "protocol_type", "protocol_data", "members", "generation_id", "leader_id", "coordinator_partition", "coordinator_node_id", "last_rebalance_reason", "pending_instance_ids", "pending_member_count", "error_message")
+        __slots__ = ("error_code", "group_id", "group_state", "protocol_type", "protocol_data", "members", "generation_id", "leader_id", "coordinator_partition", "coordinator_node_id", "last_rebalance_reason", "pending_instance_ids", "pending_member_count", "error_message", "coordinator_epoch")
         ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
         GROUP_ID_FIELD_NUMBER: _ClassVar[int]
         GROUP_STATE_FIELD_NUMBER: _ClassVar[int]
@@ -414,6 +414,7 @@ class DescribeGroupsResponse(_message.Message):
         PENDING_INSTANCE_IDS_FIELD_NUMBER: _ClassVar[int]
         PENDING_MEMBER_COUNT_FIELD_NUMBER: _ClassVar[int]
         ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+        COORDINATOR_EPOCH_FIELD_NUMBER: _ClassVar[int]
         error_code: int
         group_id: str
         group_state: str
@@ -428,7 +429,8 @@ class DescribeGroupsResponse(_message.Message):
         pending_instance_ids: _containers.RepeatedScalarFieldContainer[str]
         pending_member_count: int
         error_message: str
-        def __init__(self, error_code: _Optional[int] = ..., group_id: _Optional[str] = ..., group_state: _Optional[str] = ..., protocol_type: _Optional[str] = ..., protocol_data: _Optional[str] = ..., members: _Optional[_Iterable[_Union[DescribeGroupsResponse.Member, _Mapping]]] = ..., generation_id: _Optional[int] = ..., leader_id: _Optional[str] = ..., coordinator_partition: _Optional[int] = ..., coordinator_node_id: _Optional[int] = ..., last_rebalance_reason: _Optional[_Union[RebalanceReason, _Mapping]] = ..., pending_instance_ids: _Optional[_Iterable[str]] = ..., pending_member_count: _Optional[int] = ..., error_message: _Optional[str] = ...) -> None: ...
+        coordinator_epoch: int
+        def __init__(self, error_code: _Optional[int] = ..., group_id: _Optional[str] = ..., group_state: _Optional[str] = ..., protocol_type: _Optional[str] = ..., protocol_data: _Optional[str] = ..., members: _Optional[_Iterable[_Union[DescribeGroupsResponse.Member, _Mapping]]] = ..., generation_id: _Optional[int] = ..., leader_id: _Optional[str] = ..., coordinator_partition: _Optional[int] = ..., coordinator_node_id: _Optional[int] = ..., last_rebalance_reason: _Optional[_Union[RebalanceReason, _Mapping]] = ..., pending_instance_ids: _Optional[_Iterable[str]] = ..., pending_member_count: _Optional[int] = ..., error_message: _Optional[str] = ..., coordinator_epoch: _Optional[int] = ...) -> None: ...
     GROUPS_FIELD_NUMBER: _ClassVar[int]
     groups: _containers.RepeatedCompositeFieldContainer[DescribeGroupsResponse.Group]
     def __init__(self, groups: _Optional[_Iterable[_Union[DescribeGroupsResponse.Group, _Mapping]]] = ...) -> None: ...

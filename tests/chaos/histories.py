@@ -79,6 +79,9 @@ class HistoryBuilder:
         self.history.harness.append(event)
         return event
 
+    def coordinator_answer(self, t: float, group: str, node: int, epoch: int, sent: float) -> None:
+        self.event("coordinator_answer", t, group=group, node=node, epoch=epoch, sent=T0 + sent)
+
     def start_run(self, groups: dict[str, dict[str, Any]], **settings: Any) -> None:
         self.event("run", 0.0, groups=groups, **{**RUN_SETTINGS, **settings})
 
@@ -193,6 +196,11 @@ def clean_run() -> HistoryBuilder:
     e.revoked(9.2, "events-1", reason="session_lost", heartbeat=6.0)
     d.fetch(9.2, {"events-1": 5}, sent=9.15)
     d.commit(9.5, {"events-0": 3, "events-1": 8}, sent=9.4)
+    # g1's coordinator: node 1 in epoch 3, killed at 9.0; node 2 takes over in epoch 4 (its first answer was asked
+    # while node 1's last was still under way: concurrent, so no conflict); node 1 leads again in epoch 6.
+    for node, epoch, sent, answered in ((1, 3, 1.0, 1.01), (1, 3, 5.0, 5.01), (1, 3, 8.9, 9.1), (2, 4, 9.0, 9.05),
+                                        (2, 4, 9.5, 9.52), (1, 6, 12.0, 12.01), (2, 0, 12.1, 12.11)):  # fmt: skip
+        b.coordinator_answer(answered, "g1", node, epoch, sent)
     b.fault(9.0, "kill_node", node=1, group="g1", phase="Stable")
     b.event("node_exit", 9.05, node=1, pid=77, returncode=-9, expected=True)
     b.fault(10.0, "restart_node", node=1, group="g1", phase="Stable")

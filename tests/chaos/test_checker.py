@@ -22,6 +22,7 @@ from groupcoord.chaos.checker import (
     PENDING_GROWTH,
     REPLICA_DIVERGENCE,
     SLOW_CONVERGENCE,
+    TWO_COORDINATORS,
     VACUOUS,
     WORKER_CRASHED,
     Result,
@@ -65,6 +66,7 @@ def test_clean_run_passes_with_exact_figures() -> None:
     assert stats["commits_acked"] == CLEAN_COMMITS
     assert stats["fetches"] == CLEAN_FETCHES
     assert stats["observations"] == 7
+    assert stats["coordinator_answers"] == 7
     assert stats["session_lost_releases"] == 1
     assert stats["allowed_overlaps"] == {"count": 1, "max_s": pytest.approx(CLEAN_ALLOWED_OVERLAP_S)}
     assert stats["convergence_s"] == pytest.approx(CLEAN_CONVERGENCE_S)
@@ -335,6 +337,19 @@ def test_a_node_exit_nobody_caused_is_a_crash() -> None:
     assert "node 2" in violation.message and "code 1" in violation.message
 
 
+def test_a_crash_names_the_free_space_and_biggest_file_the_harness_found() -> None:
+    b = clean_run()
+    files = {"partition-0.wal": 2_097_152, "events/partition-1/00000000000000000003.jsonl": 9_437_184}
+    disk = {"free_bytes": 0, "size_bytes": 33_554_432, "files": files}
+    b.event("node_exit", 7.0, node=1, pid=79, returncode=1, expected=False, disk=disk)
+
+    [violation] = only(check(b.history), NODE_CRASHED)
+
+    assert violation.message.endswith(
+        "had 0 of 33554432 bytes free, the biggest file events/partition-1/00000000000000000003.jsonl (9437184 bytes)"
+    )
+
+
 def test_a_digest_mismatch_a_node_logged_is_replica_divergence() -> None:
     b = clean_run()
     b.event("node_alarm", 30.0, node=3, event="partition.digest_mismatch", partition=2, index=1234)
@@ -426,3 +441,26 @@ def test_the_text_report_shows_the_first_violations_of_a_kind_and_counts_the_res
     assert "... and 5 more (all in report.json)" in text
     assert len(to_json(result)["violations"]) == 25
     json.dumps(to_json(result))
+
+
+def test_a_deposed_coordinator_answering_after_a_newer_one_is_two_coordinators() -> None:
+    b = clean_run()
+    b.coordinator_answer(9.7, "g1", 1, 3, 9.6)  # asked after node 2 answered in epoch 4 (first at 9.05)
+
+    [violation] = only(check(b.history), TWO_COORDINATORS)
+
+    assert violation.group == "g1"
+    assert violation.message == (
+        "node 1 answered as its coordinator in epoch 3 (asked at 9.600s) after node 2 had answered in epoch 4 "
+        "(at 9.050s)"
+    )
+
+
+def test_two_nodes_answering_in_one_epoch_are_two_coordinators() -> None:
+    b = clean_run()
+    b.coordinator_answer(9.6, "g1", 3, 4, 9.55)
+    b.coordinator_answer(9.8, "g1", 3, 4, 9.75)  # the same conflict again: reported once
+
+    [violation] = only(check(b.history), TWO_COORDINATORS)
+
+    assert violation.message == "nodes 2 and 3 both answered as its coordinator in epoch 4"
