@@ -426,8 +426,8 @@ class GroupCoordinatorService:
         async def one(host: PartitionHost, ids: list[str]) -> list:
             sub = pb.DescribeGroupsRequest(group_ids=ids)
             response = await host.call(sub, lambda core, token: core.describe_groups(sub, token))
-            # The term after the answer: it can only be newer than the one answered in (never makes a deposed
-            # coordinator look current).
+            # Read after the answer: the term it was answered in, or a later one of this node's. So a stale answer
+            # can at worst go unnoticed by the chaos checker's `two_coordinators`, never be invented.
             epoch = host.term
             for group in response.groups:  # type: ignore[attr-defined]
                 if group.error_code == Errors.NONE:
