@@ -1,5 +1,5 @@
 """`Admin`: the operator's view of a cluster — list, describe and delete groups, pre-register and remove
-static members, read and set offsets, describe the cluster.
+static members, read and set offsets, create, list and delete topics, describe the cluster.
 
 Every group call goes to that group's coordinator (a node answers only for the partitions it leads) and is
 retried with the member's policy: COORDINATOR_LOAD_IN_PROGRESS → same node again; COORDINATOR_NOT_AVAILABLE /
@@ -12,7 +12,7 @@ answered at all within `connect_timeout_s` — a wrong address should fail fast,
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -91,6 +91,24 @@ class GroupDescription:
 
 
 @dataclass(frozen=True, slots=True)
+class TopicInfo:
+    name: str
+    num_partitions: int
+    topic_id: str  # a UUID, the topic's for its whole life
+
+
+@dataclass(frozen=True, slots=True)
+class CreatedTopic:
+    """One topic's CreateTopics result: its id and partitions, or a Kafka error code (TOPIC_ALREADY_EXISTS, ...)."""
+
+    name: str
+    error_code: int
+    error_message: str = ""
+    topic_id: str = ""  # empty on an error or with validate_only
+    num_partitions: int = -1
+
+
+@dataclass(frozen=True, slots=True)
 class NodeInfo:
     node_id: int
     host: str
@@ -121,9 +139,11 @@ class ClusterDescription:
 
 
 def _first_code(reply: Any) -> int:
-    """The code that says whether the coordinator handled a one-group request."""
-    if hasattr(reply, "error_code"):
-        return reply.error_code
+    """The code that says whether the coordinator handled a one-group (or one-topic) request: the whole request's,
+    else its first item's (a topic's partition that moved away is COORDINATOR_NOT_AVAILABLE in its item)."""
+    code = getattr(reply, "error_code", Errors.NONE)
+    if code != Errors.NONE:
+        return code
     for item in (*getattr(reply, "groups", ()), *getattr(reply, "results", ())):
         return item.error_code
     for topic in getattr(reply, "topics", ()):
@@ -455,3 +475,71 @@ class Admin:
             by_topic[topic].partitions.add(partition_index=partition, committed_offset=offset)
         reply = await self._call(group_id, "OffsetCommit", request)
         return {(t.name, p.partition_index): p.error_code for t in reply.topics for p in t.partitions}
+
+    # -- topics ---------------------------------------------------------------------------------------
+
+    async def _topic_call(self, name: str, method: str, request: Any) -> list[Any]:
+        """A request about one topic name, at the coordinator of the partition the name hashes to (as a group id
+        does), retried as `_call` retries; its results. A name FindCoordinator refuses as a group id (empty, or longer
+        than the cluster's group_max_id_length) goes to any node, which refuses an illegal topic name itself."""
+        try:
+            reply = await self._call(name, method, request)
+        except ClusterUnreachable:
+            raise
+        except AdminError as exc:
+            if exc.code != Errors.INVALID_GROUP_ID:
+                raise
+            reply = await self._any_node(method, request)
+        if reply.error_code != Errors.NONE:
+            raise AdminError(reply.error_code, reply.error_message)
+        return list(reply.results)
+
+    async def create_topics(self, topics: Sequence[tuple[str, int]], validate_only: bool = False) -> list[CreatedTopic]:
+        """Creates each (name, partitions) topic (-1 partitions: the cluster's `default_num_partitions`); one result
+        per topic, in the order asked. A failed topic fails alone (TOPIC_ALREADY_EXISTS, INVALID_TOPIC_EXCEPTION,
+        INVALID_PARTITIONS; a name listed twice is INVALID_REQUEST). `validate_only` checks without creating."""
+        listings: dict[str, list[int]] = {}
+        for i, (name, _) in enumerate(topics):
+            listings.setdefault(name, []).append(i)
+
+        async def one(name: str, indexes: list[int]) -> list[tuple[int, CreatedTopic]]:
+            asked = [pb.CreateTopicsRequest.Topic(name=name, num_partitions=topics[i][1]) for i in indexes]
+            request = pb.CreateTopicsRequest(topics=asked, validate_only=validate_only)
+            try:
+                answers = await self._topic_call(name, "CreateTopics", request)
+            except ClusterUnreachable:
+                raise
+            except AdminError as exc:
+                return [(i, CreatedTopic(name, exc.code, exc.message)) for i in indexes]
+            return [
+                (i, CreatedTopic(name, a.error_code, a.error_message, a.topic_id, a.num_partitions))
+                for i, a in zip(indexes, answers, strict=True)
+            ]
+
+        await self._ensure_reachable()
+        answered = await asyncio.gather(*(one(name, indexes) for name, indexes in listings.items()))
+        by_index = dict(pair for pairs in answered for pair in pairs)
+        return [by_index[i] for i in range(len(topics))]
+
+    async def delete_topics(self, names: Sequence[str]) -> dict[str, int]:
+        """Code per topic: NONE, UNKNOWN_TOPIC_OR_PARTITION, ..."""
+
+        async def one(name: str) -> int:
+            try:
+                answers = await self._topic_call(name, "DeleteTopics", pb.DeleteTopicsRequest(names=[name]))
+            except ClusterUnreachable:
+                raise
+            except AdminError as exc:
+                return exc.code
+            return answers[0].error_code
+
+        await self._ensure_reachable()
+        unique = list(dict.fromkeys(names))
+        return dict(zip(unique, await asyncio.gather(*(one(n) for n in unique)), strict=True))
+
+    async def list_topics(self, names: Sequence[str] = ()) -> list[TopicInfo]:
+        """The registry, sorted by name (only the `names` that exist, when given), as one node has committed it."""
+        reply = await self._any_node("ListTopics", pb.ListTopicsRequest(names=list(names)))
+        if reply.error_code != Errors.NONE:
+            raise AdminError(reply.error_code, reply.error_message)
+        return [TopicInfo(t.name, t.num_partitions, t.topic_id) for t in reply.topics]

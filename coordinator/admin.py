@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from groupcoord.coordinator.offsets import Offsets
 from groupcoord.coordinator.runtime import Token, core_call
 from groupcoord.coordinator.state import Group, GroupState, GroupStore
+from groupcoord.coordinator.topics import Topics
 from groupcoord.protocol import records as r
 from groupcoord.protocol.errors import Errors
 from groupcoord.protocol.v1 import groupcoord_pb2 as pb
@@ -14,7 +14,7 @@ from groupcoord.protocol.v1 import groupcoord_pb2 as pb
 _STATE_NAMES = {state.value.lower(): state for state in GroupState}
 
 
-class Admin(Offsets):
+class Admin(Topics):
     @core_call
     def describe_groups(self, req: pb.DescribeGroupsRequest, token: Token) -> None:
         resp = pb.DescribeGroupsResponse()

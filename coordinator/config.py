@@ -42,6 +42,13 @@ class GroupConfig:
     # names (at most 249 of [a-zA-Z0-9._-]) 5,000 keeps a commit's offsets_committed event line under 1.5 MB.
     offset_commit_max_partitions: int = 5_000
     offset_fetch_max_partitions: int = 10_000
+    # The topic registry (coordinator/topics.py, node/topics.py). num.partitions: what a topic created with -1
+    # partitions gets (the Kafka listener's auto-created topics do); auto.create.topics.enable: whether a Kafka
+    # Metadata request naming an unknown topic creates it; and the most partitions a topic may have (CreateTopics
+    # beyond it gets INVALID_PARTITIONS).
+    default_num_partitions: int = 1
+    auto_create_topics: bool = True
+    max_topic_partitions: int = 10_000
 
     def __post_init__(self) -> None:
         if not 0 < self.min_session_timeout_ms <= self.max_session_timeout_ms:
@@ -56,3 +63,5 @@ class GroupConfig:
             raise ValueError("join_burst must be >= 1 when join_rate_per_s is set")
         if self.offset_commit_max_partitions < 1 or self.offset_fetch_max_partitions < 1:
             raise ValueError("offset_commit_max_partitions and offset_fetch_max_partitions must be >= 1")
+        if not 1 <= self.default_num_partitions <= self.max_topic_partitions:
+            raise ValueError("need 1 <= default_num_partitions <= max_topic_partitions")

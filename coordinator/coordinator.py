@@ -11,7 +11,8 @@ class GroupCoordinator(Admin):
     """Pure: no I/O, no threads, no asyncio. Time comes from the injected clock, ids from `new_uuid`.
 
     Public calls (join_group, sync_group, heartbeat, leave_group, add_members, offset_commit,
-    offset_fetch, describe_groups, list_groups, delete_groups, tick, unload) return `Effects`.
+    offset_fetch, describe_groups, list_groups, delete_groups, create_topics, delete_topics, tick, unload)
+    return `Effects`.
     """
 
     def _fire(self, key: tuple[str, ...]) -> None:

@@ -90,6 +90,14 @@ def _avoided(rec: r.RebalanceAvoided, group: Group | None) -> tuple[str, str, st
     return "rebalance_avoided", rec.member_id, rec.cause, details
 
 
+def _topic_created(rec: r.TopicCreated, group: Group | None) -> tuple[str, str, str, dict[str, Any]]:
+    return "topic_created", "", "", {"topic": rec.topic, "topic_id": rec.topic_id, "num_partitions": rec.num_partitions}
+
+
+def _topic_deleted(rec: r.TopicDeleted, group: Group | None) -> tuple[str, str, str, dict[str, Any]]:
+    return "topic_deleted", "", "", {"topic": rec.topic}
+
+
 DESCRIBE: dict[type, Describe] = {
     r.PendingMemberAdded: _pending_added,
     r.PendingMemberRemoved: _pending_removed,
@@ -105,6 +113,8 @@ DESCRIBE: dict[type, Describe] = {
     r.GroupDeleted: _deleted,
     r.InstancesRegistered: _registered,
     r.RebalanceAvoided: _avoided,
+    r.TopicCreated: _topic_created,
+    r.TopicDeleted: _topic_deleted,
 }
 
 
@@ -115,25 +125,30 @@ def _members(group: Group | None) -> list[str]:
 def record_event(
     rec: r.Record, group: Group | None, partition: int, index: int, position: int, term: int, node: int
 ) -> Event:
-    """The event of one record that took effect; `group` is its group after the apply (None once deleted)."""
+    """The event of one record that took effect; `group` is its group after the apply (None once deleted, and for
+    a topic record, whose event belongs to no group: `group` and `state` are "", as for a barrier)."""
     kind, member, reason, details = DESCRIBE[type(rec)](rec, group)
     generation = getattr(rec, "generation_id", None)
     if generation is None and group is not None:
         generation = group.generation_id
+    if isinstance(rec, r.GroupRecord):
+        group_id, state = rec.group_id, group.state.value if group is not None else "Dead"
+    else:
+        group_id, state = "", ""
     return {
         "v": EVENT_VERSION,
-        "time_ms": rec.time_ms,  # type: ignore[attr-defined]
+        "time_ms": rec.time_ms,
         "partition": partition,
         "index": index,
         "position": position,
         "term": term,
         "node": node,
-        "group": rec.group_id,
+        "group": group_id,
         "kind": kind,
         "member": member,
         "generation": generation,
         "reason": reason,
-        "state": group.state.value if group is not None else "Dead",
+        "state": state,
         "details": details,
     }
 

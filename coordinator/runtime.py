@@ -147,7 +147,9 @@ class Runtime:
         return True
 
     def _on_applied(self, rec: r.Record) -> None:
-        """Soft-state consequences of records written from several places."""
+        """Soft-state consequences of records written from several places (topic records have none)."""
+        if not isinstance(rec, r.GroupRecord):
+            return
         gid = rec.group_id
         if isinstance(rec, r.MemberRemoved):
             self._forget_member(gid, rec.member_id, Errors.UNKNOWN_MEMBER_ID)

@@ -1,4 +1,4 @@
-"""Hard group state and the deterministic `apply` that is the only way to change it.
+"""Hard group and topic state and the deterministic `apply` that is the only way to change it.
 
 The same `GroupStore.apply` runs on the leader while it handles a request and on every replica when
 the record commits, and again when a node replays its log; a snapshot is a plain msgpack-able
@@ -102,11 +102,22 @@ class Group:
         )
 
 
+@dataclass(frozen=True, slots=True)
+class Topic:
+    """A registry entry (coordinator/topics.py): what Kafka's Metadata tells of a topic; immutable, so readers may
+    keep one outside the store's lock."""
+
+    name: str
+    num_partitions: int
+    topic_id: str
+
+
 class GroupStore:
-    """All groups of one coordinator partition; mutated only by `apply`."""
+    """All groups of one coordinator partition, and the topics that hash to it; mutated only by `apply`."""
 
     def __init__(self) -> None:
         self.groups: dict[str, Group] = {}
+        self.topics: dict[str, Topic] = {}
 
     def get(self, group_id: str) -> Group | None:
         return self.groups.get(group_id)
@@ -284,24 +295,45 @@ class GroupStore:
         group = self.groups.get(rec.group_id)
         return group is not None and rec.member_id in group.members
 
+    def _topic_created(self, rec: r.TopicCreated) -> bool:
+        """A topic keeps its first id: a replayed or repeated creation changes nothing."""
+        if rec.topic in self.topics:
+            return False
+        self.topics[rec.topic] = Topic(rec.topic, rec.num_partitions, rec.topic_id)
+        return True
+
+    def _topic_deleted(self, rec: r.TopicDeleted) -> bool:
+        return self.topics.pop(rec.topic, None) is not None
+
     # -- snapshots ----------------------------------------------------------------------------------
 
     def snapshot(self) -> dict[str, Any]:
-        """A plain structure (lists, dicts, str, int, bytes) that msgpack encodes as is."""
-        return {"version": SNAPSHOT_VERSION, "groups": [_group_to_plain(g) for g in self.groups.values()]}
+        """A plain structure (lists, dicts, str, int, bytes) that msgpack encodes as is.
+
+        A store without topics is written as version 1, exactly as before the registry existed: during a rolling
+        upgrade older nodes can still restore it (a snapshot sent by an upgraded leader) and every replica's digest
+        of it (raft/digest.py) agrees. Version 2 adds `topics`."""
+        groups = [_group_to_plain(g) for g in self.groups.values()]
+        if not self.topics:
+            return {"version": 1, "groups": groups}
+        topics = [[t.name, t.num_partitions, t.topic_id] for t in self.topics.values()]
+        return {"version": SNAPSHOT_VERSION, "groups": groups, "topics": topics}
 
     @classmethod
     def restore(cls, snapshot: dict[str, Any]) -> GroupStore:
-        if snapshot.get("version") != SNAPSHOT_VERSION:
-            raise ValueError(f"unsupported snapshot version {snapshot.get('version')!r}")
+        version = snapshot.get("version")
+        if version not in (1, SNAPSHOT_VERSION):
+            raise ValueError(f"unsupported snapshot version {version!r}")
         store = cls()
         for plain in snapshot["groups"]:
             group = _group_from_plain(plain)
             store.groups[group.group_id] = group
+        for name, num_partitions, topic_id in snapshot["topics"] if version == SNAPSHOT_VERSION else ():
+            store.topics[name] = Topic(name, num_partitions, topic_id)
         return store
 
 
-SNAPSHOT_VERSION = 1
+SNAPSHOT_VERSION = 2
 
 
 def _member(member_id: str, rec: r.MemberAdded | r.StaticMemberReplaced, assignment: bytes = b"") -> Member:
@@ -333,6 +365,8 @@ _APPLY: dict[type[r.Record], Any] = {
     r.GroupDeleted: GroupStore._group_deleted,
     r.InstancesRegistered: GroupStore._instances_registered,
     r.RebalanceAvoided: GroupStore._rebalance_avoided,
+    r.TopicCreated: GroupStore._topic_created,
+    r.TopicDeleted: GroupStore._topic_deleted,
 }
 
 _MEMBER_FIELDS = (

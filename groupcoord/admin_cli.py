@@ -1,5 +1,5 @@
-"""`groupcoord groups|members|offsets ...` and `groupcoord cluster describe|add-node|remove-node|replace-node`: the
-Admin client for operators.
+"""`groupcoord groups|members|offsets|topics ...` and `groupcoord cluster describe|add-node|remove-node|replace-node`:
+the Admin client for operators.
 
 Exit codes scripts rely on: 0 every item OK; 1 some item (or the one request) failed with a Kafka error code,
 named on stderr; 2 usage error; 3 the cluster could not be reached. grpc loads only inside a handler, so
@@ -82,13 +82,14 @@ def _print_json(value: Any) -> None:
     print(json.dumps(value, indent=2, sort_keys=False))
 
 
-def _failures(items: dict[str, int]) -> int:
-    """Names every failed item on stderr; the exit code for the lot."""
+def _failures(items: dict[str, int], messages: dict[str, str] | None = None) -> int:
+    """Names every failed item on stderr, with the node's message when there is one; the exit code for the lot."""
     from groupcoord.client.admin import error_name
 
     failed = {k: c for k, c in items.items() if c != 0}
     for key, code in failed.items():
-        print(f"groupcoord: {key}: {error_name(code)}", file=sys.stderr)
+        message = (messages or {}).get(key)
+        print(f"groupcoord: {key}: {error_name(code)}" + (f" ({message})" if message else ""), file=sys.stderr)
     return EXIT_ITEM_FAILED if failed else EXIT_OK
 
 
@@ -263,6 +264,54 @@ def _offsets_set(args: argparse.Namespace) -> int:
     return _run(args, job)
 
 
+# -- topics -----------------------------------------------------------------------------------------
+
+
+def _topics_create(args: argparse.Namespace) -> int:
+    from groupcoord.client.admin import error_name
+
+    async def job(admin: Admin) -> int:
+        created = await admin.create_topics([(name, args.partitions) for name in dict.fromkeys(args.topics)])
+        if args.json:
+            _print_json([{**asdict(t), "error": error_name(t.error_code)} for t in created])
+        else:
+            rows = [
+                [t.name, t.num_partitions, t.topic_id, "created"] if t.error_code == 0 else
+                [t.name, "-", "-", error_name(t.error_code)]
+                for t in created
+            ]  # fmt: skip
+            print(table(["TOPIC", "PARTITIONS", "TOPIC-ID", "RESULT"], rows))
+        return _failures({t.name: t.error_code for t in created}, {t.name: t.error_message for t in created})
+
+    return _run(args, job)
+
+
+def _topics_list(args: argparse.Namespace) -> int:
+    async def job(admin: Admin) -> int:
+        topics = await admin.list_topics(args.topics)
+        if args.json:
+            _print_json([asdict(t) for t in topics])
+        else:
+            print(table(["TOPIC", "PARTITIONS", "TOPIC-ID"], [[t.name, t.num_partitions, t.topic_id] for t in topics]))
+        return EXIT_OK
+
+    return _run(args, job)
+
+
+def _topics_delete(args: argparse.Namespace) -> int:
+    from groupcoord.client.admin import error_name
+
+    async def job(admin: Admin) -> int:
+        results = await admin.delete_topics(args.topics)
+        if args.json:
+            _print_json([{"name": t, "error_code": c, "error": error_name(c)} for t, c in results.items()])
+        else:
+            print(table(["TOPIC", "RESULT"], [[t, "deleted" if c == 0 else error_name(c)] for t, c in results.items()]))
+        return _failures(results)
+
+    return _run(args, job)
+
+
 # -- cluster describe -------------------------------------------------------------------------------
 
 
@@ -405,7 +454,7 @@ def _action(actions: argparse._SubParsersAction, name: str, help_: str, handler:
 
 
 def register(commands: argparse._SubParsersAction) -> None:
-    """Adds `groups`, `members` and `offsets` to the top-level subcommands."""
+    """Adds `groups`, `members`, `topics` and `offsets` to the top-level subcommands."""
     groups = commands.add_parser("groups", help="list, describe and delete groups", epilog=EPILOG)
     actions = groups.add_subparsers(title="actions", dest="action", required=True, metavar="ACTION")
     listing = _action(actions, "list", "list groups (from any node)", _groups_list)
@@ -428,6 +477,22 @@ def register(commands: argparse._SubParsersAction) -> None:
     remove.add_argument("group", metavar="GROUP")
     remove.add_argument("instances", nargs="+", metavar="INSTANCE")
     remove.add_argument("--reason", default="", metavar="TEXT", help="recorded as the rebalance's reason")
+
+    topics = commands.add_parser("topics", help="create, list and delete topics (the registry)", epilog=EPILOG)
+    actions = topics.add_subparsers(title="actions", dest="action", required=True, metavar="ACTION")
+    create = _action(actions, "create", "create topics, each with a new topic id", _topics_create)
+    create.add_argument("topics", nargs="+", metavar="NAME")
+    create.add_argument(
+        "--partitions",
+        type=int,
+        default=-1,
+        metavar="N",
+        help="partitions of each topic (default: -1, the cluster's default_num_partitions)",
+    )
+    listing = _action(actions, "list", "topics with their partitions and ids (from any node)", _topics_list)
+    listing.add_argument("topics", nargs="*", metavar="NAME", help="only these topics (default: all)")
+    delete = _action(actions, "delete", "delete topics", _topics_delete)
+    delete.add_argument("topics", nargs="+", metavar="NAME")
 
     offsets = commands.add_parser("offsets", help="read or set a group's committed offsets", epilog=EPILOG)
     actions = offsets.add_subparsers(title="actions", dest="action", required=True, metavar="ACTION")

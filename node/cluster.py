@@ -108,6 +108,8 @@ class NodeCluster:
         self.node_id = node_id
         self.me = me
         self.partitions = partitions
+        # The cores' settings, topic registry's included (node/topics.py).
+        self.group_config = group_config
         # What `peers` said at start: a partition's first voters. Membership changes (node/membership.py) go
         # through each partition's log, and the directory below follows them.
         self._configured = self.peers

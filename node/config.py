@@ -35,7 +35,7 @@ class ConfigError(UserError):
 @dataclass(frozen=True, slots=True)
 class Setting:
     name: str
-    default: int | str
+    default: bool | int | str
     help: str
     choices: tuple[str, ...] = ()
     minimum: int = 0
@@ -52,9 +52,15 @@ class Setting:
     def flag(self) -> str:
         return "--" + self.name.replace("_", "-")
 
-    def parse(self, value: object, source: str, text: bool = False) -> int | str:
+    def parse(self, value: object, source: str, text: bool = False) -> bool | int | str:
         """Checks one value: `text` ones (environment, flags) are converted, TOML ones must have the right type."""
         where = f"{source}: {self.name}"
+        if isinstance(self.default, bool):
+            if text and isinstance(value, str) and value.strip().lower() in ("true", "false"):
+                return value.strip().lower() == "true"
+            if not isinstance(value, bool):
+                raise ConfigError(f"{where}: expected true or false, got {value!r}")
+            return value
         if isinstance(self.default, str):
             if not isinstance(value, str):
                 raise ConfigError(f"{where}: expected a string, got {value!r}")
@@ -89,6 +95,39 @@ SETTINGS: tuple[Setting, ...] = (
         "Port of the Prometheus endpoint on `host`; -1 disables it, 0 picks a free one.",
         minimum=-1,
         maximum=65_535,
+    ),
+    Setting(
+        "kafka_port",
+        -1,
+        "Port of the Kafka listener on `host` (docs/KAFKA.md); -1 disables it, 0 picks a free one. Every node of a "
+        "cluster listens on the same Kafka port: clients are told each node's client host with this port.",
+        minimum=-1,
+        maximum=65_535,
+    ),
+    Setting(
+        "kafka_advertised_host",
+        "",
+        "Host Kafka clients are told for this node; empty means its client host (from `peers`, else "
+        "`advertised_host`).",
+    ),
+    Setting(
+        "kafka_advertised_port",
+        0,
+        "Port Kafka clients are told for every node (published ports); 0 means `kafka_port`.",
+        maximum=65_535,
+    ),
+    Setting(
+        "kafka_max_frame_bytes",
+        8 * 1024 * 1024,
+        "Largest Kafka request frame; a bigger one closes its connection with a log line.",
+        minimum=1024,
+    ),
+    Setting("kafka_max_connections", 1000, "Most open Kafka connections; more are closed as they come.", minimum=1),
+    Setting(
+        "kafka_fetch_max_wait_ms",
+        5000,
+        "Longest a Fetch waits before its empty answer (the client's max_wait_ms, up to this).",
+        maximum=600_000,
     ),
     Setting(
         "peers",
@@ -389,6 +428,24 @@ SETTINGS: tuple[Setting, ...] = (
         "Most partitions named in one OffsetFetch (else POLICY_VIOLATION).",
         minimum=1,
     ),
+    Setting(
+        "auto_create_topics",
+        _GROUP_DEFAULTS.auto_create_topics,
+        "Whether a Kafka Metadata request naming an unknown topic creates it (Kafka's auto.create.topics.enable).",
+        group_field="auto_create_topics",
+    ),
+    _group(
+        "default_num_partitions",
+        "default_num_partitions",
+        "Partitions of a topic created without a count (Kafka's num.partitions; auto-created topics get these).",
+        minimum=1,
+    ),
+    _group(
+        "max_topic_partitions",
+        "max_topic_partitions",
+        "Most partitions a topic may be created with (else INVALID_PARTITIONS).",
+        minimum=1,
+    ),
 )
 _BY_NAME = {s.name: s for s in SETTINGS}
 
@@ -430,6 +487,12 @@ class NodeSettings:
     initial_cluster_state: str = "new"
     raft_digest_interval_ms: int = 60_000
     wall_clock_offset_s: int = 0
+    kafka_port: int = -1
+    kafka_advertised_host: str = ""
+    kafka_advertised_port: int = 0
+    kafka_max_frame_bytes: int = 8 * 1024 * 1024
+    kafka_max_connections: int = 1000
+    kafka_fetch_max_wait_ms: int = 5000
     tls_cert_file: str = ""
     tls_key_file: str = ""
     tls_client_ca_file: str = ""
@@ -444,10 +507,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--config", metavar="FILE", help=f"TOML file with settings (also ${CONFIG_ENV}); see docs/CONFIG.md"
     )
     for s in SETTINGS:
-        metavar = "{" + ",".join(s.choices) + "}" if s.choices else ("N" if isinstance(s.default, int) else "TEXT")
-        parser.add_argument(
-            s.flag, dest=s.name, metavar=metavar, help=f"{s.help} (default: {s.default!r}; env {s.env})"
-        )
+        if isinstance(s.default, bool):
+            metavar, shown = "{true,false}", str(s.default).lower()
+        else:
+            metavar = "{" + ",".join(s.choices) + "}" if s.choices else ("N" if isinstance(s.default, int) else "TEXT")
+            shown = repr(s.default)
+        parser.add_argument(s.flag, dest=s.name, metavar=metavar, help=f"{s.help} (default: {shown}; env {s.env})")
 
 
 def load(args: argparse.Namespace, environ: Mapping[str, str]) -> NodeSettings:
@@ -496,7 +561,8 @@ def _build(values: dict[str, int | str]) -> NodeSettings:
     group_kwargs: dict[str, int | None] = {}
     for s in SETTINGS:
         if s.group_field:
-            group_kwargs[s.group_field] = int(values[s.name]) * s.scale
+            value = values[s.name]
+            group_kwargs[s.group_field] = value if isinstance(value, bool) else int(value) * s.scale
     group_kwargs["max_size"] = group_kwargs["max_size"] or None
     try:
         group = GroupConfig(**group_kwargs)  # type: ignore[arg-type]
@@ -538,6 +604,12 @@ def _build(values: dict[str, int | str]) -> NodeSettings:
         initial_cluster_state=str(values["initial_cluster_state"]),
         raft_digest_interval_ms=int(values["raft_digest_interval_ms"]),
         wall_clock_offset_s=int(values["wall_clock_offset_s"]),
+        kafka_port=int(values["kafka_port"]),
+        kafka_advertised_host=str(values["kafka_advertised_host"]),
+        kafka_advertised_port=int(values["kafka_advertised_port"]),
+        kafka_max_frame_bytes=int(values["kafka_max_frame_bytes"]),
+        kafka_max_connections=int(values["kafka_max_connections"]),
+        kafka_fetch_max_wait_ms=int(values["kafka_fetch_max_wait_ms"]),
         **_tls(values),
         **_acl(values),
     )

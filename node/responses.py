@@ -52,4 +52,16 @@ def error_response(request: Message, code: Errors, message: str = "") -> Message
         return resp
     if isinstance(request, pb.ListGroupsRequest):
         return pb.ListGroupsResponse(error_code=code, error_message=message)
+    if isinstance(request, pb.CreateTopicsRequest):
+        resp = pb.CreateTopicsResponse()
+        for topic in request.topics:
+            resp.results.add(name=topic.name, error_code=code, error_message=message, num_partitions=-1)
+        return resp
+    if isinstance(request, pb.DeleteTopicsRequest):
+        resp = pb.DeleteTopicsResponse()
+        for name in request.names:
+            resp.results.add(name=name, error_code=code, error_message=message)
+        return resp
+    if isinstance(request, pb.ListTopicsRequest):
+        return pb.ListTopicsResponse(error_code=code, error_message=message)
     raise TypeError(f"no error response for {type(request).__name__}")

@@ -22,11 +22,14 @@ from groupcoord.node.config import NodeSettings
 from groupcoord.node.connections import ConnectionsPerAddress
 from groupcoord.node.events import EventFiles
 from groupcoord.node.hostile import MalformedInput, MalformedLogFilter, guarded_server, install_log_filter
+from groupcoord.node.kafka.apis import KafkaApis
+from groupcoord.node.kafka.listener import KafkaListener
 from groupcoord.node.logs import fields
 from groupcoord.node.metrics import NodeMetrics
 from groupcoord.node.resources import raise_fd_limit, trim_memory, use_jemalloc
 from groupcoord.node.service import SERVICE_NAME, GroupCoordinatorService
 from groupcoord.node.tls import server_credentials
+from groupcoord.node.topics import TopicRegistry
 from groupcoord.raft.partition import RaftSettings
 
 log = logging.getLogger("groupcoord.node")
@@ -55,6 +58,7 @@ class Node:
         self._cluster: NodeCluster | None = None
         self._metrics: NodeMetrics | None = None
         self._log_filter: MalformedLogFilter | None = None
+        self._kafka: KafkaListener | None = None
         # Background tasks that run as long as the server does: the memory trim, the per-address connection cap.
         self._tasks: list[asyncio.Task[None]] = []
 
@@ -104,9 +108,11 @@ class Node:
             max_response_bytes=settings.max_response_bytes,
         )
         server.add_registered_method_handlers(SERVICE_NAME, service.method_handlers())
+        extra: dict[str, str] = {}
+        if settings.kafka_port >= 0:
+            extra["kafka_address"] = await self._start_kafka(settings, service, cluster, TopicRegistry(cluster))
         health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
         reflection.enable_server_reflection((SERVICE_NAME, HEALTH_SERVICE_NAME, reflection.SERVICE_NAME), server)
-        extra: dict[str, str] = {}
         if metrics is not None:
             metrics.watch_cores(loop, cluster.leading_cores)
             metrics.watch_replicas(cluster.replicas)
@@ -143,6 +149,29 @@ class Node:
         )
         return port
 
+    async def _start_kafka(
+        self, settings: NodeSettings, service: GroupCoordinatorService, cluster: NodeCluster, topics: TopicRegistry
+    ) -> str:
+        """Binds the Kafka listener; returns the address it listens on."""
+        if settings.tls_cert_file:
+            raise StartupError("kafka_port: the Kafka listener has no TLS yet; set kafka_port = -1 with TLS")
+        listener = KafkaListener(
+            KafkaApis(service, cluster, topics, settings.kafka_fetch_max_wait_ms),
+            settings.kafka_max_frame_bytes,
+            settings.kafka_max_connections,
+        )
+        try:
+            port = await listener.start(settings.host, settings.kafka_port)
+        except OSError as exc:
+            raise StartupError(
+                f"cannot listen on {listen_address(settings.host, settings.kafka_port)} (kafka_port): {exc.strerror}"
+            ) from None
+        listener.apis.advertise(
+            settings.kafka_advertised_host or cluster.me.client_host, settings.kafka_advertised_port or port
+        )
+        self._kafka = listener
+        return listen_address(settings.host, port)
+
     async def _set_health(self, ready: bool) -> None:
         status = health_pb2.HealthCheckResponse.SERVING if ready else health_pb2.HealthCheckResponse.NOT_SERVING
         for name in ("", SERVICE_NAME):
@@ -164,6 +193,8 @@ class Node:
         log.info("node.handed_over", extra=fields(still_led=kept, seconds=round(time.monotonic() - started, 3)))
         # Parked JoinGroup/SyncGroup calls would otherwise hold the whole grace period; their clients rediscover.
         self._cluster.close()
+        if self._kafka is not None:
+            await self._kafka.stop()
         await self._server.stop(grace_ms / 1000)
         self._server = None
         if self._metrics is not None:

@@ -16,8 +16,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
+from typing import Any, NoReturn, Protocol
 
 import grpc
 from google.protobuf.message import DecodeError, Message
@@ -34,6 +34,7 @@ from groupcoord.node.membership import MembershipChanges
 from groupcoord.node.metrics import NodeMetrics
 from groupcoord.node.partitions import PartitionHost, Role
 from groupcoord.node.responses import error_response
+from groupcoord.node.topics import TopicRegistry
 from groupcoord.node.topology import partition_for
 from groupcoord.protocol.errors import Errors
 from groupcoord.protocol.limits import MAX_BATCH_REQUESTS
@@ -44,7 +45,20 @@ log = logging.getLogger(__name__)
 SERVICE = pb.DESCRIPTOR.services_by_name["GroupCoordinator"]
 SERVICE_NAME = SERVICE.full_name
 
-Context = grpc.aio.ServicerContext
+
+class Context(Protocol):
+    """What the request layer needs to know of a call, whichever listener it came through: gRPC's servicer context
+    has these; the Kafka listener's connection provides them too (node/kafka/listener.py)."""
+
+    def peer(self) -> str: ...
+
+    def invocation_metadata(self) -> Any: ...
+
+    def auth_context(self) -> Mapping[str, Iterable[bytes]]: ...
+
+    async def abort(self, code: grpc.StatusCode, details: str) -> NoReturn: ...
+
+
 Handler = Callable[[Message, Context], Awaitable[Message]]
 StreamHandler = Callable[[Message, Context], AsyncIterator[Message]]
 
@@ -75,6 +89,8 @@ BATCH_RPCS: dict[str, tuple[str, type[Message], str]] = {
 CLUSTER_ADMIN_RPCS: dict[str, type[Message]] = {
     "AddRaftVoter": pb.AddRaftVoterResponse,
     "RemoveRaftVoter": pb.RemoveRaftVoterResponse,
+    "CreateTopics": pb.CreateTopicsResponse,
+    "DeleteTopics": pb.DeleteTopicsResponse,
 }
 # The least an entry of a DescribeGroups or FindCoordinator reply takes besides its group id: the id's own tag and
 # length, an error code or partition, a state or node id, and the entry's framing.
@@ -90,6 +106,8 @@ ADMIN_WHY = {
     "ReadEvents": "reading the event files",
     "AddRaftVoter": "changing the cluster's voters",
     "RemoveRaftVoter": "changing the cluster's voters",
+    "CreateTopics": "creating topics",
+    "DeleteTopics": "deleting topics",
 }
 
 
@@ -139,12 +157,23 @@ class GroupCoordinatorService:
         membership = MembershipChanges(cluster)
         self._methods["AddRaftVoter"] = membership.add_raft_voter
         self._methods["RemoveRaftVoter"] = membership.remove_raft_voter
+        topics = TopicRegistry(cluster)
+        self._methods["CreateTopics"] = topics.create_topics
+        self._methods["DeleteTopics"] = topics.delete_topics
+        self._methods["ListTopics"] = topics.list_topics
         self._streams: dict[str, StreamHandler] = {"ReadEvents": self.read_events}
         # Bidirectional streams of batches whose every request is answered as the named unary RPC answers it.
         self._batches: dict[str, str] = {"HeartbeatStream": "Heartbeat", "OffsetCommitStream": "OffsetCommit"}
         missing = {m.name for m in SERVICE.methods} ^ (set(self._methods) | set(self._streams) | set(self._batches))
         if missing:
             raise RuntimeError(f"RPCs without a handler (or handlers without an RPC): {sorted(missing)}")
+        self._served = {name: self._serving(name, handler) for name, handler in self._methods.items()}
+
+    async def serve(self, name: str, request: Message, context: Context) -> Message:
+        """The request layer every listener shares: authorization, validation, routing to the group's partition and
+        the core call, for one parsed request of the named RPC. gRPC's handlers and the Kafka listener both come
+        here, so none of it exists twice."""
+        return await self._served[name](request, context)
 
     def method_handlers(self) -> dict[str, grpc.RpcMethodHandler]:
         """Every RPC's handler, for `add_registered_method_handlers` (node/hostile.py: only registered methods are

@@ -10,12 +10,16 @@ class Errors(IntEnum):
 
     UNKNOWN_SERVER_ERROR = -1
     NONE = 0
+    # A topic the registry does not hold (DeleteTopics), Kafka's code for an unknown topic.
+    UNKNOWN_TOPIC_OR_PARTITION = 3
     # A request that waits for the cluster (AddRaftVoter, RemoveRaftVoter) ran out of time; safe to repeat.
     REQUEST_TIMED_OUT = 7
     OFFSET_METADATA_TOO_LARGE = 12
     COORDINATOR_LOAD_IN_PROGRESS = 14
     COORDINATOR_NOT_AVAILABLE = 15
     NOT_COORDINATOR = 16
+    # CreateTopics: a topic name that is not Kafka's (1 to 249 of [a-zA-Z0-9._-], not "." or "..").
+    INVALID_TOPIC_EXCEPTION = 17
     ILLEGAL_GENERATION = 22
     INCONSISTENT_GROUP_PROTOCOL = 23
     INVALID_GROUP_ID = 24
@@ -27,6 +31,9 @@ class Errors(IntEnum):
     GROUP_AUTHORIZATION_FAILED = 30
     # The operation needs a cluster admin identity (membership changes).
     CLUSTER_AUTHORIZATION_FAILED = 31
+    TOPIC_ALREADY_EXISTS = 36
+    # CreateTopics: fewer than one partition, or more than `max_topic_partitions`.
+    INVALID_PARTITIONS = 37
     INVALID_REQUEST = 42
     # A configured limit refused the request (groups per partition or node, assignment size, partitions per
     # offset request); error_message names the limit. Fatal for a member: retrying cannot help.

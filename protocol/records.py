@@ -61,7 +61,20 @@ class Record:
 
     TYPE: ClassVar[int]
     VERSION: ClassVar[int]
+    time_ms: int
+
+
+class GroupRecord(Record):
+    """A change to one group: `group_id` keys its soft state, metrics and events."""
+
     group_id: str
+
+
+class TopicRecord(Record):
+    """A change to the topic registry (`GroupStore.topics`): a namespace of its own in the same partitions, so
+    topic records touch no group, no soft state and no timer."""
+
+    topic: str
 
 
 _REGISTRY: dict[int, type[Record]] = {}
@@ -85,7 +98,7 @@ def record(type_id: int, version: int = 1):  # noqa: ANN201 - class decorator
 
 @record(1)
 @dataclass(frozen=True, slots=True)
-class PendingMemberAdded(Record):
+class PendingMemberAdded(GroupRecord):
     """KIP-394: a dynamic member was handed a member id with MEMBER_ID_REQUIRED."""
 
     group_id: str
@@ -96,7 +109,7 @@ class PendingMemberAdded(Record):
 
 @record(2)
 @dataclass(frozen=True, slots=True)
-class PendingMemberRemoved(Record):
+class PendingMemberRemoved(GroupRecord):
     group_id: str
     member_id: str
     cause: str
@@ -105,7 +118,7 @@ class PendingMemberRemoved(Record):
 
 @record(3)
 @dataclass(frozen=True, slots=True)
-class MemberAdded(Record):
+class MemberAdded(GroupRecord):
     group_id: str
     member_id: str
     group_instance_id: str
@@ -120,7 +133,7 @@ class MemberAdded(Record):
 
 @record(4)
 @dataclass(frozen=True, slots=True)
-class MemberUpdated(Record):
+class MemberUpdated(GroupRecord):
     """A known member rejoined with other protocols or timeouts."""
 
     group_id: str
@@ -133,7 +146,7 @@ class MemberUpdated(Record):
 
 @record(5)
 @dataclass(frozen=True, slots=True)
-class MemberRemoved(Record):
+class MemberRemoved(GroupRecord):
     group_id: str
     member_id: str
     cause: str
@@ -143,7 +156,7 @@ class MemberRemoved(Record):
 
 @record(6)
 @dataclass(frozen=True, slots=True)
-class StaticMemberReplaced(Record):
+class StaticMemberReplaced(GroupRecord):
     """KIP-345: a static instance came back under a new member id; the old id is fenced."""
 
     group_id: str
@@ -160,7 +173,7 @@ class StaticMemberReplaced(Record):
 
 @record(7)
 @dataclass(frozen=True, slots=True)
-class RebalanceStarted(Record):
+class RebalanceStarted(GroupRecord):
     group_id: str
     cause: str
     member_id: str
@@ -172,7 +185,7 @@ class RebalanceStarted(Record):
 
 @record(8)
 @dataclass(frozen=True, slots=True)
-class GenerationCompleted(Record):
+class GenerationCompleted(GroupRecord):
     """The join phase ended: the current members form `generation_id` (Empty if there are none)."""
 
     group_id: str
@@ -184,7 +197,7 @@ class GenerationCompleted(Record):
 
 @record(9)
 @dataclass(frozen=True, slots=True)
-class AssignmentsSynced(Record):
+class AssignmentsSynced(GroupRecord):
     """The leader's SyncGroup: the group becomes Stable with these assignments."""
 
     group_id: str
@@ -195,7 +208,7 @@ class AssignmentsSynced(Record):
 
 @record(10)
 @dataclass(frozen=True, slots=True)
-class OffsetsCommitted(Record):
+class OffsetsCommitted(GroupRecord):
     group_id: str
     member_id: str
     generation_id: int
@@ -205,7 +218,7 @@ class OffsetsCommitted(Record):
 
 @record(11)
 @dataclass(frozen=True, slots=True)
-class OffsetsExpired(Record):
+class OffsetsExpired(GroupRecord):
     """Retention: each (topic, partition) is removed only if it was last committed at `commit_time_ms`."""
 
     group_id: str
@@ -215,7 +228,7 @@ class OffsetsExpired(Record):
 
 @record(12)
 @dataclass(frozen=True, slots=True)
-class GroupDeleted(Record):
+class GroupDeleted(GroupRecord):
     group_id: str
     cause: str
     time_ms: int
@@ -223,7 +236,7 @@ class GroupDeleted(Record):
 
 @record(13)
 @dataclass(frozen=True, slots=True)
-class InstancesRegistered(Record):
+class InstancesRegistered(GroupRecord):
     """AddMembersToGroup: the next join phase waits for these static instances."""
 
     group_id: str
@@ -233,7 +246,7 @@ class InstancesRegistered(Record):
 
 @record(14)
 @dataclass(frozen=True, slots=True)
-class RebalanceAvoided(Record):
+class RebalanceAvoided(GroupRecord):
     """A known member rejoined a Stable group and was answered without a rebalance: a RESTART rejoin (seed 001,
     even by the leader) or a follower's plain rejoin. A marker that changes no state: it makes the rebalance
     that did not happen visible in the event stream (SPEC §6)."""
@@ -243,6 +256,24 @@ class RebalanceAvoided(Record):
     group_instance_id: str
     join_reason: int
     cause: str  # AvoidedCause
+    time_ms: int
+
+
+@record(15)
+@dataclass(frozen=True, slots=True)
+class TopicCreated(TopicRecord):
+    """CreateTopics: the topic exists from here on with this id, for good (a re-created topic gets a new id)."""
+
+    topic: str
+    num_partitions: int
+    topic_id: str  # a UUID in its string form, from the leader's id source
+    time_ms: int
+
+
+@record(16)
+@dataclass(frozen=True, slots=True)
+class TopicDeleted(TopicRecord):
+    topic: str
     time_ms: int
 
 

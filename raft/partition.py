@@ -334,7 +334,7 @@ class PartitionReplica(SyncObj):
                     continue
                 effective = True
                 if self.on_events is not None:
-                    group = self.store.get(rec.group_id)
+                    group = self.store.get(rec.group_id) if isinstance(rec, r.GroupRecord) else None
                     events.append(record_event(rec, group, self.partition_id, index, position, term, node_id))
             prev_index = self.last_effective_index
             if effective:

@@ -597,3 +597,91 @@ class ReadEventsResponse(_message.Message):
     partition: int
     lines: bytes
     def __init__(self, error_code: _Optional[int] = ..., error_message: _Optional[str] = ..., node_id: _Optional[int] = ..., partition: _Optional[int] = ..., lines: _Optional[bytes] = ...) -> None: ...
+
+class CreateTopicsRequest(_message.Message):
+    __slots__ = ("topics", "validate_only")
+    class Topic(_message.Message):
+        __slots__ = ("name", "num_partitions")
+        NAME_FIELD_NUMBER: _ClassVar[int]
+        NUM_PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+        name: str
+        num_partitions: int
+        def __init__(self, name: _Optional[str] = ..., num_partitions: _Optional[int] = ...) -> None: ...
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    VALIDATE_ONLY_FIELD_NUMBER: _ClassVar[int]
+    topics: _containers.RepeatedCompositeFieldContainer[CreateTopicsRequest.Topic]
+    validate_only: bool
+    def __init__(self, topics: _Optional[_Iterable[_Union[CreateTopicsRequest.Topic, _Mapping]]] = ..., validate_only: _Optional[bool] = ...) -> None: ...
+
+class CreateTopicsResponse(_message.Message):
+    __slots__ = ("results", "error_code", "error_message")
+    class Result(_message.Message):
+        __slots__ = ("name", "error_code", "error_message", "topic_id", "num_partitions")
+        NAME_FIELD_NUMBER: _ClassVar[int]
+        ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+        ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+        TOPIC_ID_FIELD_NUMBER: _ClassVar[int]
+        NUM_PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+        name: str
+        error_code: int
+        error_message: str
+        topic_id: str
+        num_partitions: int
+        def __init__(self, name: _Optional[str] = ..., error_code: _Optional[int] = ..., error_message: _Optional[str] = ..., topic_id: _Optional[str] = ..., num_partitions: _Optional[int] = ...) -> None: ...
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    results: _containers.RepeatedCompositeFieldContainer[CreateTopicsResponse.Result]
+    error_code: int
+    error_message: str
+    def __init__(self, results: _Optional[_Iterable[_Union[CreateTopicsResponse.Result, _Mapping]]] = ..., error_code: _Optional[int] = ..., error_message: _Optional[str] = ...) -> None: ...
+
+class DeleteTopicsRequest(_message.Message):
+    __slots__ = ("names",)
+    NAMES_FIELD_NUMBER: _ClassVar[int]
+    names: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, names: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class DeleteTopicsResponse(_message.Message):
+    __slots__ = ("results", "error_code", "error_message")
+    class Result(_message.Message):
+        __slots__ = ("name", "error_code", "error_message")
+        NAME_FIELD_NUMBER: _ClassVar[int]
+        ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+        ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+        name: str
+        error_code: int
+        error_message: str
+        def __init__(self, name: _Optional[str] = ..., error_code: _Optional[int] = ..., error_message: _Optional[str] = ...) -> None: ...
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    results: _containers.RepeatedCompositeFieldContainer[DeleteTopicsResponse.Result]
+    error_code: int
+    error_message: str
+    def __init__(self, results: _Optional[_Iterable[_Union[DeleteTopicsResponse.Result, _Mapping]]] = ..., error_code: _Optional[int] = ..., error_message: _Optional[str] = ...) -> None: ...
+
+class ListTopicsRequest(_message.Message):
+    __slots__ = ("names",)
+    NAMES_FIELD_NUMBER: _ClassVar[int]
+    names: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, names: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class ListTopicsResponse(_message.Message):
+    __slots__ = ("error_code", "topics", "error_message")
+    class Topic(_message.Message):
+        __slots__ = ("name", "num_partitions", "topic_id")
+        NAME_FIELD_NUMBER: _ClassVar[int]
+        NUM_PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+        TOPIC_ID_FIELD_NUMBER: _ClassVar[int]
+        name: str
+        num_partitions: int
+        topic_id: str
+        def __init__(self, name: _Optional[str] = ..., num_partitions: _Optional[int] = ..., topic_id: _Optional[str] = ...) -> None: ...
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    error_code: int
+    topics: _containers.RepeatedCompositeFieldContainer[ListTopicsResponse.Topic]
+    error_message: str
+    def __init__(self, error_code: _Optional[int] = ..., topics: _Optional[_Iterable[_Union[ListTopicsResponse.Topic, _Mapping]]] = ..., error_message: _Optional[str] = ...) -> None: ...

@@ -119,6 +119,21 @@ class GroupCoordinatorStub:
                 request_serializer=groupcoord_dot_protocol_dot_v1_dot_groupcoord__pb2.RemoveRaftVoterRequest.SerializeToString,
                 response_deserializer=groupcoord_dot_protocol_dot_v1_dot_groupcoord__pb2.RemoveRaftVoterResponse.FromString,
                 _registered_method=True)
+        self.CreateTopics = channel.unary_unary(
+                '/groupcoord.v1.GroupCoordinator/CreateTopics',
+                request_serializer=groupcoord_dot_protocol_dot_v1_dot_groupcoord__pb2.CreateTopicsRequest.SerializeToString,
+                response_deserializer=groupcoord_dot_protocol_dot_v1_dot_groupcoord__pb2.CreateTopicsResponse.FromString,
+                _registered_method=True)
+        self.DeleteTopics = channel.unary_unary(
+                '/groupcoord.v1.GroupCoordinator/DeleteTopics',
+                request_serializer=groupcoord_dot_protocol_dot_v1_dot_groupcoord__pb2.DeleteTopicsRequest.SerializeToString,
+                response_deserializer=groupcoord_dot_protocol_dot_v1_dot_groupcoord__pb2.DeleteTopicsResponse.FromString,
+                _registered_method=True)
+        self.ListTopics = channel.unary_unary(
+                '/groupcoord.v1.GroupCoordinator/ListTopics',
+                request_serializer=groupcoord_dot_protocol_dot_v1_dot_groupcoord__pb2.ListTopicsRequest.SerializeToString,
+                response_deserializer=groupcoord_dot_protocol_dot_v1_dot_groupcoord__pb2.ListTopicsResponse.FromString,
+                _registered_method=True)
 
 
 class GroupCoordinatorServicer:
@@ -243,6 +258,29 @@ class GroupCoordinatorServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CreateTopics(self, request, context):
+        """The topic registry (Kafka's CreateTopics v7 / DeleteTopics v6 names): a topic lives in the coordinator partition
+        its name hashes to, as a group id does, and a node creates and deletes the topics of the partitions it leads
+        (elsewhere COORDINATOR_NOT_AVAILABLE per topic: send each topic to the coordinator FindCoordinator names for
+        it). Admin only. At most 10,000 topics per request, else INVALID_REQUEST for the whole request.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteTopics(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListTopics(self, request, context):
+        """The registry as the answering node has committed it (any node answers).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_GroupCoordinatorServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -330,6 +368,21 @@ def add_GroupCoordinatorServicer_to_server(servicer, server):
                     servicer.RemoveRaftVoter,
                     request_deserializer=groupcoord_dot_protocol_dot_v1_dot_groupcoord__pb2.RemoveRaftVoterRequest.FromString,
                     response_serializer=groupcoord_dot_protocol_dot_v1_dot_groupcoord__pb2.RemoveRaftVoterResponse.SerializeToString,
+            ),
+            'CreateTopics': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateTopics,
+                    request_deserializer=groupcoord_dot_protocol_dot_v1_dot_groupcoord__pb2.CreateTopicsRequest.FromString,
+                    response_serializer=groupcoord_dot_protocol_dot_v1_dot_groupcoord__pb2.CreateTopicsResponse.SerializeToString,
+            ),
+            'DeleteTopics': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteTopics,
+                    request_deserializer=groupcoord_dot_protocol_dot_v1_dot_groupcoord__pb2.DeleteTopicsRequest.FromString,
+                    response_serializer=groupcoord_dot_protocol_dot_v1_dot_groupcoord__pb2.DeleteTopicsResponse.SerializeToString,
+            ),
+            'ListTopics': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListTopics,
+                    request_deserializer=groupcoord_dot_protocol_dot_v1_dot_groupcoord__pb2.ListTopicsRequest.FromString,
+                    response_serializer=groupcoord_dot_protocol_dot_v1_dot_groupcoord__pb2.ListTopicsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -791,6 +844,87 @@ class GroupCoordinator:
             '/groupcoord.v1.GroupCoordinator/RemoveRaftVoter',
             groupcoord_dot_protocol_dot_v1_dot_groupcoord__pb2.RemoveRaftVoterRequest.SerializeToString,
             groupcoord_dot_protocol_dot_v1_dot_groupcoord__pb2.RemoveRaftVoterResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreateTopics(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/groupcoord.v1.GroupCoordinator/CreateTopics',
+            groupcoord_dot_protocol_dot_v1_dot_groupcoord__pb2.CreateTopicsRequest.SerializeToString,
+            groupcoord_dot_protocol_dot_v1_dot_groupcoord__pb2.CreateTopicsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteTopics(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/groupcoord.v1.GroupCoordinator/DeleteTopics',
+            groupcoord_dot_protocol_dot_v1_dot_groupcoord__pb2.DeleteTopicsRequest.SerializeToString,
+            groupcoord_dot_protocol_dot_v1_dot_groupcoord__pb2.DeleteTopicsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListTopics(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/groupcoord.v1.GroupCoordinator/ListTopics',
+            groupcoord_dot_protocol_dot_v1_dot_groupcoord__pb2.ListTopicsRequest.SerializeToString,
+            groupcoord_dot_protocol_dot_v1_dot_groupcoord__pb2.ListTopicsResponse.FromString,
             options,
             channel_credentials,
             insecure,

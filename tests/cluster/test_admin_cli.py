@@ -8,6 +8,7 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 from collections.abc import Iterator
 from concurrent.futures import Future
 from pathlib import Path
@@ -255,3 +256,56 @@ def test_each_node_lists_the_groups_it_coordinates_and_the_admin_merges_them(boo
         mine = {g.group_id for g in reply.groups} & set(groups)
         assert mine == {g for g in groups if leaders[partition_for(g, PARTITIONS)] == node_id}
     assert sorted(p for reply in per_node.values() for p in reply.partitions) == list(range(PARTITIONS))
+
+
+def test_topics_made_through_the_cli_and_the_sdk_are_listed_alike_by_every_node(bootstrap: str, loop: Loop):
+    created = _admin(bootstrap, "topics", "create", "clicks", "views", "--partitions", "6", "--json")
+    assert created.returncode == 0, created.stderr
+    assert [(t["name"], t["num_partitions"], t["error"]) for t in json.loads(created.stdout)] == [
+        ("clicks", 6, "NONE"), ("views", 6, "NONE"),
+    ]  # fmt: skip
+    again = _admin(bootstrap, "topics", "create", "clicks", "bad/name")
+    assert again.returncode == 1
+    assert "clicks: TOPIC_ALREADY_EXISTS" in again.stderr and "bad/name: INVALID_TOPIC_EXCEPTION" in again.stderr
+    # Names in every partition: each partition's leader creates its own share.
+    names = [f"registry-{i}" for i in range(3 * PARTITIONS)]
+    assert {partition_for(n, PARTITIONS) for n in names} == set(range(PARTITIONS))
+
+    async def every_node(want: set[str], gone: set[str]) -> dict[int, list[tuple[str, int, str]]]:
+        """Each node's ListTopics once it holds `want` and none of `gone` (a follower applies a moment later)."""
+        async with Admin(bootstrap.split(",")) as admin:
+            cluster = await admin.describe_cluster()
+        listed: dict[int, list[tuple[str, int, str]]] = {}
+        for node in cluster.nodes:
+            async with grpc.aio.insecure_channel(f"{node.host}:{node.port}") as channel:
+                stub = pb_grpc.GroupCoordinatorStub(channel)
+                deadline = time.monotonic() + 15
+                while True:
+                    reply = await stub.ListTopics(pb.ListTopicsRequest())
+                    held = {t.name for t in reply.topics}
+                    if (want <= held and not held & gone) or time.monotonic() > deadline:
+                        break
+                    await asyncio.sleep(0.1)
+            assert reply.error_code == 0
+            listed[node.node_id] = [(t.name, t.num_partitions, t.topic_id) for t in reply.topics]
+        return listed
+
+    async def create() -> list[Any]:
+        async with Admin(bootstrap.split(",")) as admin:
+            return await admin.create_topics([(n, -1) for n in names])
+
+    results = loop.run(create())
+    assert [(t.name, t.error_code, t.num_partitions) for t in results] == [(n, 0, 1) for n in names]
+    listed = loop.run(every_node({*names, "clicks", "views"}, set()), timeout=60)
+    assert len(listed) == 3 and all(view == listed[1] for view in listed.values()), listed
+    ids = {name: topic_id for name, _, topic_id in listed[1]}
+    assert {t.name: t.topic_id for t in results}.items() <= ids.items()
+    assert len(set(ids.values())) == len(ids) and all(uuid.UUID(topic_id) for topic_id in ids.values())
+    shown = _admin(bootstrap, "topics", "list", "--json")
+    assert shown.returncode == 0, shown.stderr
+    assert [(t["name"], t["num_partitions"], t["topic_id"]) for t in json.loads(shown.stdout)] == listed[1]
+
+    deleted = _admin(bootstrap, "topics", "delete", "views", "no-such-topic")
+    assert deleted.returncode == 1 and "no-such-topic: UNKNOWN_TOPIC_OR_PARTITION" in deleted.stderr
+    after = loop.run(every_node({"clicks"}, {"views"}), timeout=60)
+    assert all(view == [t for t in listed[1] if t[0] != "views"] for view in after.values()), after

@@ -214,6 +214,22 @@ def remove_raft_voter(groups: Pool, members: Pool, instances: Pool, most: int = 
     return st.builds(pb.RemoveRaftVoterRequest, node_id=node_ids, timeout_ms=st.one_of(st.integers(-1, 2_000), int32s))
 
 
+def create_topics(groups: Pool, members: Pool, instances: Pool, most: int = BULK) -> Strategy[Message]:
+    """Topics named like the groups (legal names) or hostile ones; a bulk request creates `most` distinct topics."""
+    counts = st.one_of(st.sampled_from([-1, 0, 1, 3, 10_000, 10_001]), int32s)
+    topic = st.builds(pb.CreateTopicsRequest.Topic, name=text(groups), num_partitions=counts)
+    many = bulk(lambda i: pb.CreateTopicsRequest.Topic(name=f"topic-{i}", num_partitions=1), most)
+    return st.builds(pb.CreateTopicsRequest, topics=listed(topic, many), validate_only=st.booleans())
+
+
+def delete_topics(groups: Pool, members: Pool, instances: Pool, most: int = BULK) -> Strategy[Message]:
+    return st.builds(pb.DeleteTopicsRequest, names=many_ids(groups, most))
+
+
+def list_topics(groups: Pool, members: Pool, instances: Pool, most: int = BULK) -> Strategy[Message]:
+    return st.builds(pb.ListTopicsRequest, names=many_ids(groups, most))
+
+
 RequestStrategy = Callable[[Pool, Pool, Pool, int], Strategy[Message]]
 # Every RPC of the service, by method name (the gRPC target checks this covers the whole service).
 BY_METHOD: dict[str, RequestStrategy] = {
@@ -234,6 +250,9 @@ BY_METHOD: dict[str, RequestStrategy] = {
     "ReadEvents": read_events,
     "AddRaftVoter": add_raft_voter,
     "RemoveRaftVoter": remove_raft_voter,
+    "CreateTopics": create_topics,
+    "DeleteTopics": delete_topics,
+    "ListTopics": list_topics,
 }
 
 

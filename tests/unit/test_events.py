@@ -26,12 +26,30 @@ def _events(records: list[r.Record]) -> list[dict]:
     store, out = GroupStore(), []
     for position, rec in enumerate(records):
         if store.apply(rec):
-            out.append(record_event(rec, store.get(rec.group_id), 3, 42, position, 7, 2))
+            group = store.get(rec.group_id) if isinstance(rec, r.GroupRecord) else None
+            out.append(record_event(rec, group, 3, 42, position, 7, 2))
     return out
 
 
 def test_every_record_type_has_an_event():
-    assert {c.__name__ for c in DESCRIBE} == {c.__name__ for c in r.Record.__subclasses__()}
+    assert set(DESCRIBE) == set(r._REGISTRY.values())
+
+
+def test_a_topic_event_belongs_to_no_group_even_one_named_like_the_topic():
+    events = _events([
+        r.OffsetsCommitted("orders", "", -1, (("orders", 0, 5, -1, ""),), T),
+        r.TopicCreated("orders", 3, "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0", T + 1),
+        r.TopicCreated("orders", 5, "another-id", T + 2),  # the topic exists: no effect, no event
+        r.TopicDeleted("orders", T + 3),
+    ])  # fmt: skip
+    assert [e["kind"] for e in events] == ["offsets_committed", "topic_created", "topic_deleted"]
+    created, deleted = events[1], events[2]
+    assert (created["group"], created["state"], created["generation"], created["member"]) == ("", "", None, "")
+    assert created["details"] == {
+        "topic": "orders", "topic_id": "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0", "num_partitions": 3,
+    }  # fmt: skip
+    assert (deleted["group"], deleted["state"], deleted["details"]) == ("", "", {"topic": "orders"})
+    json.dumps(events)
 
 
 def test_a_rebalance_reads_as_who_why_and_which_members():

@@ -31,6 +31,8 @@ TYPE_IDS = {
     "GroupDeleted": 12,
     "InstancesRegistered": 13,
     "RebalanceAvoided": 14,
+    "TopicCreated": 15,
+    "TopicDeleted": 16,
 }
 
 # Field names of version 1 of each record: the keys old logs carry. A field may be added later (with a
@@ -72,6 +74,8 @@ V1_FIELDS = {
     "GroupDeleted": ("group_id", "cause", "time_ms"),
     "InstancesRegistered": ("group_id", "group_instance_ids", "time_ms"),
     "RebalanceAvoided": ("group_id", "member_id", "group_instance_id", "join_reason", "cause", "time_ms"),
+    "TopicCreated": ("topic", "num_partitions", "topic_id", "time_ms"),
+    "TopicDeleted": ("topic", "time_ms"),
 }
 
 T = 1_700_000_123_456
@@ -98,6 +102,8 @@ SAMPLES: list[r.Record] = [
     r.GroupDeleted("g1", "admin", T),
     r.InstancesRegistered("g1", ("inst-2", "inst-3"), T),
     r.RebalanceAvoided("g1", "m-1", "inst-1", 1, r.AvoidedCause.RESTART, T),
+    r.TopicCreated("orders.v2_x-1", 10_000, "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0", T),
+    r.TopicDeleted("orders.v2_x-1", T + 1),
 ]
 
 

@@ -122,3 +122,26 @@ async def test_the_handler_sees_only_what_the_caller_may_do(service, data, rpc, 
 def test_without_an_acl_nothing_is_checked():
     plain = GroupCoordinatorService(SimpleNamespace(node_id=1), 255)  # type: ignore[arg-type]
     assert plain._acl is None and plain._admin_denial("ReadEvents", Context((), ())) is None
+
+
+@pytest.mark.parametrize("who", sorted(CALLERS))
+async def test_topic_changes_are_for_admins_and_the_listing_for_anyone_identified(service, who):
+    caller = None if who == "unknown" else ACL.identify(*CALLERS[who])
+    admin = caller is not None and ACL.is_admin(caller)
+    for rpc, request in (
+        ("CreateTopics", pb.CreateTopicsRequest(topics=[pb.CreateTopicsRequest.Topic(name="t", num_partitions=1)])),
+        ("DeleteTopics", pb.DeleteTopicsRequest(names=["t"])),
+    ):
+        handler = Handler(rpc)
+        response = await service._authorized(ACL, rpc, request, Context(*CALLERS[who]), handler)
+        if admin:
+            assert response == type(request).__name__
+        else:
+            assert response.error_code == Errors.CLUSTER_AUTHORIZATION_FAILED and response.error_message
+            assert not response.results and not handler.seen
+    handler = Handler("ListTopics")
+    response = await service._authorized(ACL, "ListTopics", pb.ListTopicsRequest(), Context(*CALLERS[who]), handler)
+    if caller is None:
+        assert response.error_code == DENIED and response.error_message and not handler.seen
+    else:
+        assert response == "ListTopicsRequest"
