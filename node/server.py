@@ -29,7 +29,6 @@ from groupcoord.node.metrics import NodeMetrics
 from groupcoord.node.resources import raise_fd_limit, trim_memory, use_jemalloc
 from groupcoord.node.service import SERVICE_NAME, GroupCoordinatorService
 from groupcoord.node.tls import server_credentials
-from groupcoord.node.topics import TopicRegistry
 from groupcoord.raft.partition import RaftSettings
 
 log = logging.getLogger("groupcoord.node")
@@ -110,7 +109,7 @@ class Node:
         server.add_registered_method_handlers(SERVICE_NAME, service.method_handlers())
         extra: dict[str, str] = {}
         if settings.kafka_port >= 0:
-            extra["kafka_address"] = await self._start_kafka(settings, service, cluster, TopicRegistry(cluster))
+            extra["kafka_address"] = await self._start_kafka(settings, service, cluster)
         health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
         reflection.enable_server_reflection((SERVICE_NAME, HEALTH_SERVICE_NAME, reflection.SERVICE_NAME), server)
         if metrics is not None:
@@ -149,14 +148,12 @@ class Node:
         )
         return port
 
-    async def _start_kafka(
-        self, settings: NodeSettings, service: GroupCoordinatorService, cluster: NodeCluster, topics: TopicRegistry
-    ) -> str:
+    async def _start_kafka(self, settings: NodeSettings, service: GroupCoordinatorService, cluster: NodeCluster) -> str:
         """Binds the Kafka listener; returns the address it listens on."""
         if settings.tls_cert_file:
             raise StartupError("kafka_port: the Kafka listener has no TLS yet; set kafka_port = -1 with TLS")
         listener = KafkaListener(
-            KafkaApis(service, cluster, topics, settings.kafka_fetch_max_wait_ms),
+            KafkaApis(service, cluster, service.topics, settings.kafka_fetch_max_wait_ms),
             settings.kafka_max_frame_bytes,
             settings.kafka_max_connections,
         )

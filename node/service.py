@@ -157,7 +157,8 @@ class GroupCoordinatorService:
         membership = MembershipChanges(cluster)
         self._methods["AddRaftVoter"] = membership.add_raft_voter
         self._methods["RemoveRaftVoter"] = membership.remove_raft_voter
-        topics = TopicRegistry(cluster)
+        # The Kafka listener reads it for Metadata, ListOffsets and Fetch (node/kafka/apis.py).
+        self.topics = topics = TopicRegistry(cluster)
         self._methods["CreateTopics"] = topics.create_topics
         self._methods["DeleteTopics"] = topics.delete_topics
         self._methods["ListTopics"] = topics.list_topics

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -167,45 +168,72 @@ def test_a_static_librdkafka_member_restarted_within_its_session_keeps_its_parti
 
 
 def test_a_mixed_group_of_librdkafka_kafka_python_and_aiokafka_forms_and_rebalances(cluster) -> None:
+    """Each client polls in a thread of its own: a client that rejoins only while it is polled must not wait on
+    another that is blocked in a rebalance."""
     from aiokafka import AIOKafkaConsumer
     from kafka import KafkaConsumer
 
     c, bootstrap = cluster
     group = "mixed"
     settings = {"session_timeout_ms": 6000, "heartbeat_interval_ms": 500, "enable_auto_commit": False}
+    owned: dict[str, frozenset[int]] = {}
+    failures: list[BaseException] = []
+    python_done, all_done = threading.Event(), threading.Event()
+
+    def python() -> None:
+        consumer = KafkaConsumer(TOPIC, bootstrap_servers=bootstrap, group_id=group, **settings)
+        try:
+            while not python_done.is_set():
+                consumer.poll(timeout_ms=50)
+                owned["kafka-python"] = frozenset(tp.partition for tp in consumer.assignment())
+        except BaseException as exc:
+            failures.append(exc)
+        finally:
+            consumer.close()  # leaves: the other two take its partitions
+            owned.pop("kafka-python", None)
+
+    async def aio() -> None:
+        consumer = AIOKafkaConsumer(TOPIC, bootstrap_servers=bootstrap, group_id=group, **settings)
+        await consumer.start()
+        try:
+            while not all_done.is_set():
+                await consumer.getmany(timeout_ms=50)
+                owned["aiokafka"] = frozenset(tp.partition for tp in consumer.assignment())
+        finally:
+            await consumer.stop()
+
+    def aio_thread() -> None:
+        try:
+            asyncio.run(aio())
+        except BaseException as exc:
+            failures.append(exc)
+
     librdkafka = _consumer(bootstrap, group)
     librdkafka.subscribe([TOPIC])
-    python = KafkaConsumer(TOPIC, bootstrap_servers=bootstrap, group_id=group, **settings)
+    threads = [threading.Thread(target=python), threading.Thread(target=aio_thread)]
+    for thread in threads:
+        thread.start()
 
-    async def run() -> None:
-        aio = AIOKafkaConsumer(TOPIC, bootstrap_servers=bootstrap, group_id=group, **settings)
-        await aio.start()
-        try:
-
-            def sizes() -> list[int]:
-                return sorted(len(x.assignment()) for x in (librdkafka, python, aio))
-
-            deadline = time.monotonic() + 45
-            while sizes() != [4, 4, 4]:
-                assert time.monotonic() < deadline, sizes()
-                librdkafka.poll(0.02)
-                python.poll(timeout_ms=20)
-                await aio.getmany(timeout_ms=20)
-            owned = [tp.partition for x in (librdkafka, python, aio) for tp in x.assignment()]
-            assert sorted(owned) == list(range(TOPIC_PARTITIONS))
-            python.close()  # leaves: the other two take its partitions
-            while sorted(len(x.assignment()) for x in (librdkafka, aio)) != [6, 6]:
-                assert time.monotonic() < deadline + 30
-                librdkafka.poll(0.02)
-                await aio.getmany(timeout_ms=20)
-        finally:
-            await aio.stop()
+    def until(names: set[str], size: int) -> None:
+        deadline = time.monotonic() + 45
+        while set(owned) != names or any(len(p) != size for p in owned.values()):
+            assert time.monotonic() < deadline and not failures, (owned, failures)
+            librdkafka.poll(0.05)
+            owned["librdkafka"] = frozenset(tp.partition for tp in librdkafka.assignment())
 
     try:
-        asyncio.run(run())
+        until({"librdkafka", "kafka-python", "aiokafka"}, 4)
+        assert sorted(p for parts in owned.values() for p in parts) == list(range(TOPIC_PARTITIONS))
+        python_done.set()
+        threads[0].join(30)
+        until({"librdkafka", "aiokafka"}, 6)
     finally:
+        python_done.set()
+        all_done.set()
+        for thread in threads:
+            thread.join(30)
         librdkafka.close()
-        python.close()
+    assert not failures, failures
     state, _, members = _generation(c, group)
     assert (state, members) == ("Empty", [])
 
