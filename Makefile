@@ -8,8 +8,11 @@ STAMP := $(VENV)/.installed
 NODES ?=
 PORT ?=
 CLUSTER_DIR ?= .groupcoord/cluster
+# kafkajs for tests/kafka/test_kafkajs.py, exactly as package-lock.json pins it; again when either file changes.
+JS := tests/kafka/js
+JS_STAMP := $(JS)/node_modules/.installed
 
-.PHONY: venv run cluster stop test lint proto image system
+.PHONY: venv run cluster stop test lint proto image system js
 
 venv: $(STAMP)
 
@@ -38,12 +41,20 @@ lint: $(STAMP)
 	$(BIN)/ruff format --check .
 
 # The container tests (tests/deploy) run the image; building it again is quick once the base exists.
-test: system lint image
+test: system lint image js
 	$(BIN)/pytest
 
-# Java, Chromium, iproute2, Docker (started if none answers), debootstrap: apt-installed when missing, as root.
+# Java, Chromium, iproute2, Docker (started if none answers), debootstrap, kcat, Node.js and npm: apt-installed
+# when missing, as root.
 system:
 	scripts/system-deps
+
+# npm (from `system`) installs kafkajs into tests/kafka/js/node_modules; `npm ci` installs the lock file or fails.
+js: $(JS_STAMP)
+
+$(JS_STAMP): $(JS)/package.json $(JS)/package-lock.json
+	cd $(JS) && npm ci --no-audit --no-fund --loglevel=error
+	touch $@
 
 # groupcoord:latest from a wheelhouse made here (deploy/build-image picks the base image itself).
 image: $(STAMP)

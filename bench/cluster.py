@@ -29,8 +29,9 @@ from groupcoord.protocol.v1 import groupcoord_pb2 as pb
 from groupcoord.protocol.v1 import groupcoord_pb2_grpc as pb_grpc
 from groupcoord.security_flags import unreachable_hint
 
-# Every bench cluster: the first rebalance of a fresh group is not held back 3 s for more members.
-BASE_FLAGS = ("--group-initial-rebalance-delay-ms=0",)
+# Every bench cluster: the first rebalance of a fresh group is not held back 3 s for more members, and no Kafka
+# listener (the benchmarks speak gRPC; its default port, 9092, may be taken). Flags given later override these.
+BASE_FLAGS = ("--group-initial-rebalance-delay-ms=0", "--kafka-port=-1")
 # The scenarios of many members: a bench client process parks up to thousands of members' JoinGroups on one
 # connection per node, so it is not held to the default of 1,000 calls per connection (a real client process has
 # one or a few members). The flood scenario measures the defaults.

@@ -13,7 +13,7 @@ from typing import Any
 import uvloop
 
 from groupcoord.admin_cli import parse_bootstrap
-from groupcoord.bench import durability, flood, groups, offsets, scale
+from groupcoord.bench import durability, flood, groups, kafka_bench, offsets, scale
 from groupcoord.bench.cluster import BASE_FLAGS, MANY_MEMBERS_FLAGS, BenchCluster
 from groupcoord.bench.stats import emit, machine, median_of
 from groupcoord.client.security import PLAINTEXT
@@ -24,9 +24,11 @@ Scenario = Callable[[BenchCluster, argparse.Namespace], Awaitable[dict[str, Any]
 KILLS_A_NODE = ("failover", "scale")
 # Scenarios that start several clusters per run, each with node flags of its own (bench/durability.py).
 OWN_CLUSTERS = ("durability",)
+# Scenarios that start their cluster with the Kafka listener on (bench/kafka_bench.py).
+KAFKA = ("kafka",)
 
 
-def _scenario(name: str) -> Scenario:
+def _scenario(name: str, index: int = 0) -> Scenario:
     table: dict[str, Scenario] = {
         "commit-latency": lambda c, a: offsets.commit_latency(c, a.ops, a.rpc == "batched"),
         "commit-throughput": lambda c, a: offsets.commit_throughput(
@@ -38,6 +40,8 @@ def _scenario(name: str) -> Scenario:
         "heartbeats": lambda c, a: scale.heartbeats(c, a),
         "scale": lambda c, a: scale.scale(c, a),
         "flood": lambda c, a: flood.flood(c, a),
+        # The run's index turns the order of Kafka and gRPC round from one run to the next.
+        "kafka": lambda c, a: kafka_bench.kafka_vs_grpc(c, a, index),
     }
     return table[name]
 
@@ -53,6 +57,8 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(f"{args.scenario} kills a node: it needs a cluster of its own (no --bootstrap)")
     if bootstrap and args.scenario in OWN_CLUSTERS:
         raise UserError(f"{args.scenario} sets node flags: it needs clusters of its own (no --bootstrap)")
+    if bootstrap and args.scenario in KAFKA:
+        raise UserError(f"{args.scenario} starts its cluster with the Kafka listener on: no --bootstrap")
     if args.scenario == "durability" and any(f.startswith("--durability") for f in args.node_flag):
         raise UserError("durability sets --durability on each of its clusters: no --node-flag=--durability")
     security = client_security(args)
@@ -68,16 +74,20 @@ def run(args: argparse.Namespace) -> int:
             result, flags_by_mode = durability.run_once(flags, args, index)
             node_flags = [*BASE_FLAGS, *flags]
         else:
-            cluster = BenchCluster(flags, bootstrap, security=security)
+            if args.scenario in KAFKA:
+                cluster = kafka_bench.cluster(flags)
+            else:
+                cluster = BenchCluster(flags, bootstrap, security=security)
             node_flags = cluster.node_flags if cluster.owned else []
             try:
                 cluster.start()
-                result = uvloop.run(_scenario(args.scenario)(cluster, args))
+                result = uvloop.run(_scenario(args.scenario, index)(cluster, args))
             finally:
                 cluster.stop()
         runs.append({"loadavg_1m_before": load, **result})
         # Each run as it ends, so that a long series that is cut short still leaves its figures.
         print(f"run {len(runs)}: {json.dumps(runs[-1])}", file=sys.stderr, flush=True)
+    median = median_of(runs)
     emit(
         {
             "scenario": args.scenario,
@@ -89,7 +99,9 @@ def run(args: argparse.Namespace) -> int:
                 **({"node_flags_by_mode": flags_by_mode} if flags_by_mode else {}),
             },
             "machine": machine(),
-            "median": median_of(runs),
+            "median": median,
+            # kafka: the issue's targets against the median of the runs' own ratios.
+            **({"targets": kafka_bench.targets(median)} if args.scenario in KAFKA else {}),
             "runs": runs,
         },
         args.json,

@@ -130,7 +130,8 @@ class ChaosCluster:
             *self.network.wrap(node_id), sys.executable, "-m", "groupcoord", "node",
             f"--node-id={node_id}", f"--host={node.host}", f"--port={node.port}", f"--peers={self.peers}",
             f"--partitions={self.partitions}", f"--data-dir={self.data_dir(node_id)}", "--log-format=json",
-            *self.node_flags,
+            # The chaos workers speak gRPC; a flag in node_flags may still turn the Kafka listener on.
+            "--kafka-port=-1", *self.node_flags,
         ]  # fmt: skip
         if self.clock_offsets.get(node_id):
             cmd.append(f"--wall-clock-offset-s={self.clock_offsets[node_id]}")

@@ -1,5 +1,5 @@
 """`Admin`: the operator's view of a cluster — list, describe and delete groups, pre-register and remove
-static members, read and set offsets, create, list and delete topics, describe the cluster.
+static members, read, set and delete offsets, create, list and delete topics, describe the cluster.
 
 Every group call goes to that group's coordinator (a node answers only for the partitions it leads) and is
 retried with the member's policy: COORDINATOR_LOAD_IN_PROGRESS → same node again; COORDINATOR_NOT_AVAILABLE /
@@ -12,7 +12,7 @@ answered at all within `connect_timeout_s` — a wrong address should fail fast,
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -476,12 +476,30 @@ class Admin:
         reply = await self._call(group_id, "OffsetCommit", request)
         return {(t.name, p.partition_index): p.error_code for t in reply.topics for p in t.partitions}
 
+    async def delete_offsets(self, group_id: str, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        """Kafka's OffsetDelete: removes the group's committed offsets of `partitions`. Code per partition: NONE
+        (deleted, or nothing was committed) or GROUP_SUBSCRIBED_TO_TOPIC (a live consumer group reads the topic).
+
+        Raises AdminError for the whole request: GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP (a live group of another
+        protocol type), GROUP_AUTHORIZATION_FAILED (an admin identity is needed), ...
+        """
+        request = pb.OffsetDeleteRequest(group_id=group_id)
+        by_topic: dict[str, Any] = {}
+        for topic, partition in sorted(set(partitions)):
+            if topic not in by_topic:
+                by_topic[topic] = request.topics.add(name=topic)
+            by_topic[topic].partitions.add(partition_index=partition)
+        reply = await self._call(group_id, "OffsetDelete", request)
+        if reply.error_code != Errors.NONE:
+            raise AdminError(reply.error_code, reply.error_message)
+        return {(t.name, p.partition_index): p.error_code for t in reply.topics for p in t.partitions}
+
     # -- topics ---------------------------------------------------------------------------------------
 
     async def _topic_call(self, name: str, method: str, request: Any) -> list[Any]:
         """A request about one topic name, at the coordinator of the partition the name hashes to (as a group id
-        does), retried as `_call` retries; its results. A name FindCoordinator refuses as a group id (empty, or longer
-        than the cluster's group_max_id_length) goes to any node, which refuses an illegal topic name itself."""
+        does), retried as `_call` retries; its results. A name FindCoordinator refuses as a group id (longer than the
+        cluster's group_max_id_length) goes to any node, which refuses an illegal topic name itself."""
         try:
             reply = await self._call(name, method, request)
         except ClusterUnreachable:

@@ -10,8 +10,8 @@ from groupcoord.coordinator.state import GroupState
 class GroupCoordinator(Admin):
     """Pure: no I/O, no threads, no asyncio. Time comes from the injected clock, ids from `new_uuid`.
 
-    Public calls (join_group, sync_group, heartbeat, leave_group, add_members, offset_commit,
-    offset_fetch, describe_groups, list_groups, delete_groups, create_topics, delete_topics, tick, unload)
+    Public calls (join_group, sync_group, heartbeat, leave_group, add_members, offset_commit, offset_fetch,
+    offset_delete, describe_groups, list_groups, delete_groups, create_topics, delete_topics, tick, unload)
     return `Effects`.
     """
 

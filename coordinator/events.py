@@ -74,7 +74,10 @@ def _committed(rec: r.OffsetsCommitted, group: Group | None) -> tuple[str, str, 
 
 
 def _expired(rec: r.OffsetsExpired, group: Group | None) -> tuple[str, str, str, dict[str, Any]]:
-    return "offsets_expired", "", "retention", {"count": len(rec.partitions)}
+    if rec.cause == r.OffsetsRemovalCause.RETENTION:
+        return "offsets_expired", "", rec.cause, {"count": len(rec.partitions)}
+    offsets = [[topic, partition] for topic, partition, _time in rec.partitions]
+    return "offsets_deleted", "", rec.cause, {"count": len(offsets), "offsets": offsets}
 
 
 def _deleted(rec: r.GroupDeleted, group: Group | None) -> tuple[str, str, str, dict[str, Any]]:

@@ -165,33 +165,39 @@ class Membership(Runtime):
             message = f"over group_join_rate_per_s = {self.config.join_rate_per_s}; retry in {wait_ms} ms"
             self._reply(token, join_error(Errors.THROTTLING_QUOTA_EXCEEDED, req.member_id, message, wait_ms))
             return
+        if group is not None and not self._accept_joining(group, req):
+            self._refuse_joining(group, req.member_id, token)
+            return
         if not req.member_id:
             self._join_unknown(group, req, token, client_host)
         else:
             assert group is not None
             self._join_known(group, req, token, client_host)
 
-    def _group_full(self, group: Group | None, member_id: str, token: Token) -> bool:
-        """group.max.size, a state rule: checked after identity; answers the request when full."""
-        if group is None or self._accept_joining(group, member_id):
-            return False
-        if member_id in group.members:
-            self._remove_member(group, member_id, r.RemovalCause.GROUP_MAX_SIZE, "group is full")
-        self._reply(
-            token, join_error(Errors.GROUP_MAX_SIZE_REACHED, member_id, f"group_max_size is {self.config.max_size}")
-        )
-        self._maybe_complete_join(group)
-        return True
-
-    def _accept_joining(self, group: Group, member_id: str) -> bool:
-        """Kafka's acceptJoiningMember: group.max.size counts joined members during a rebalance."""
+    def _accept_joining(self, group: Group, req: pb.JoinGroupRequest) -> bool:
+        """Kafka's acceptJoiningMember (group.max.size), checked before member identity (SPEC §2). During a rebalance
+        it counts the members waiting in the join phase: the group may be over a lowered limit, and the last to
+        rejoin are the ones turned away. A returning static instance is a known member (SPEC §3.5)."""
         max_size = self.config.max_size
         if max_size is None or group.state == EMPTY:
             return True
+        member_id = req.member_id or group.static_members.get(req.group_instance_id, "")
         if group.state == PREPARING:
-            waiters = self.soft[group.group_id].join_waiters if group.group_id in self.soft else {}
+            soft = self.soft.get(group.group_id)
+            waiters = soft.join_waiters if soft is not None else {}
             return member_id in waiters or len(waiters) < max_size
         return member_id in group.members or len(group.members) < max_size
+
+    def _refuse_joining(self, group: Group, member_id: str, token: Token) -> None:
+        """GROUP_MAX_SIZE_REACHED without a member id. The refused id leaves the members and the pending members at
+        once, so it never holds up the join phase, and its retry gets the same answer."""
+        reason = f"group_max_size is {self.config.max_size}"
+        if member_id in group.members:
+            self._remove_member(group, member_id, r.RemovalCause.GROUP_MAX_SIZE, reason)
+        elif member_id in group.pending_members:
+            self._emit(r.PendingMemberRemoved(group.group_id, member_id, r.RemovalCause.GROUP_MAX_SIZE, self._wall()))
+        self._reply(token, join_error(Errors.GROUP_MAX_SIZE_REACHED, "", reason))
+        self._maybe_complete_join(group)
 
     def _join_unknown(self, group: Group | None, req: pb.JoinGroupRequest, token: Token, host: str) -> None:
         instance_id = req.group_instance_id
@@ -204,8 +210,6 @@ class Membership(Runtime):
         if group is not None and old_id:
             # A returning instance replaces its old member id: the group does not grow.
             self._replace_static(group, old_id, new_id, req, token, host)
-            return
-        if self._group_full(group, "", token):
             return
         if instance_id:
             self._add_member(group, new_id, req, token, host)
@@ -225,7 +229,7 @@ class Membership(Runtime):
                 self._reply(token, join_error(Errors.INVALID_REQUEST, member_id, "pending ids are for dynamic members"))
             elif not self._supports(group, req.protocol_type, names):
                 self._reply(token, join_error(Errors.INCONSISTENT_GROUP_PROTOCOL, member_id))
-            elif not self._group_full(group, member_id, token):
+            else:
                 self._add_member(group, member_id, req, token, host)
             return
         code = self._member_error(group, member_id, req.group_instance_id)
@@ -234,8 +238,6 @@ class Membership(Runtime):
             return
         if not self._supports(group, req.protocol_type, names, member_id):
             self._reply(token, join_error(Errors.INCONSISTENT_GROUP_PROTOCOL, member_id))
-            return
-        if self._group_full(group, member_id, token):
             return
         member = group.members[member_id]
         protocols = _protocols(req)

@@ -1,4 +1,4 @@
-"""OffsetCommit and OffsetFetch with generation fencing, and offset retention / empty-group expiry."""
+"""OffsetCommit and OffsetFetch with generation fencing, OffsetDelete, and offset retention / empty-group expiry."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from groupcoord.coordinator.membership import Membership, NodeGroups, no_groups
 from groupcoord.coordinator.runtime import Token, core_call
 from groupcoord.coordinator.state import Group, GroupState
 from groupcoord.protocol import records as r
+from groupcoord.protocol.consumer import PROTOCOL_TYPE, subscribed_topics
 from groupcoord.protocol.errors import Errors
 from groupcoord.protocol.v1 import groupcoord_pb2 as pb
 
@@ -64,15 +65,15 @@ class Offsets(Membership):
         return
 
     def _commit_error(self, group: Group | None, req: pb.OffsetCommitRequest) -> Errors:
-        """Kafka's doCommitOffsets fencing; generation -1 with no member id is a "simple" commit."""
-        simple = req.generation_id < 0 and not req.member_id
-        if group is None:
-            return Errors.NONE if simple else Errors.UNKNOWN_MEMBER_ID
-        mapped = group.static_members.get(req.group_instance_id) if req.group_instance_id else None
-        if mapped is not None and mapped != req.member_id:
-            return Errors.FENCED_INSTANCE_ID
-        if simple and group.state == GroupState.EMPTY:
+        """Kafka's ClassicGroup.validateOffsetCommit (Dead, an unloaded partition, is answered before).
+
+        A negative generation on an Empty (or absent, so new) group is a "simple" commit of an admin tool or a
+        consumer without group management, accepted whatever member or instance id it carries. Anything else is
+        fenced by identity, then generation: with neither id that is UNKNOWN_MEMBER_ID."""
+        if req.generation_id < 0 and (group is None or group.state == GroupState.EMPTY):
             return Errors.NONE
+        if group is None:
+            return Errors.UNKNOWN_MEMBER_ID
         code = self._member_error(group, req.member_id, req.group_instance_id)
         if code != Errors.NONE:
             return code
@@ -122,6 +123,49 @@ class Offsets(Membership):
                 )
         self._reply(token, resp)
         return
+
+    @core_call
+    def offset_delete(self, req: pb.OffsetDeleteRequest, token: Token) -> None:
+        """Kafka's OffsetMetadataManager.deleteOffsets, validated as ClassicGroup.validateOffsetDelete: a live group
+        keeps what its members consume, so only an Empty group, or the unsubscribed topics of a "consumer" one, lose
+        offsets. A partition with nothing committed is answered NONE too."""
+        code, message = self._group_id_error(req.group_id, allow_empty=True), ""
+        most = self.config.offset_commit_max_partitions  # a deletion is bounded as the commit it undoes
+        if code == Errors.NONE and exceeds((len(t.partitions) for t in req.topics), most):
+            code, message = Errors.POLICY_VIOLATION, f"more than offset_commit_max_partitions = {most} partitions"
+        group = self.store.get(req.group_id) if code == Errors.NONE else None
+        if code == Errors.NONE and group is None:
+            code, message = Errors.GROUP_ID_NOT_FOUND, f"no group {req.group_id!r}"
+        elif group is not None and group.state != GroupState.EMPTY and group.protocol_type != PROTOCOL_TYPE:
+            code, message = Errors.NON_EMPTY_GROUP, f"group is {group.state.value} and not of protocol type consumer"
+        if code != Errors.NONE or group is None:
+            self._reply(token, pb.OffsetDeleteResponse(error_code=code, error_message=message))
+            return
+        subscribed = self._subscribed_topics(group)
+        resp = pb.OffsetDeleteResponse(error_code=Errors.NONE)
+        rows: dict[tuple[str, int, int], None] = {}
+        for topic in req.topics:
+            out = resp.topics.add(name=topic.name)
+            for part in topic.partitions:
+                index = part.partition_index
+                if topic.name in subscribed:
+                    out.partitions.add(partition_index=index, error_code=Errors.GROUP_SUBSCRIBED_TO_TOPIC)
+                    continue
+                offset = group.offsets.get((topic.name, index))
+                if offset is not None:
+                    rows[(topic.name, index, offset.commit_time_ms)] = None
+                out.partitions.add(partition_index=index, error_code=Errors.NONE)
+        if rows:
+            self._emit(r.OffsetsExpired(group.group_id, tuple(rows), self._wall(), r.OffsetsRemovalCause.OFFSET_DELETE))
+        self._reply(token, resp)
+
+    @staticmethod
+    def _subscribed_topics(group: Group) -> frozenset[str]:
+        """Kafka's ClassicGroup.subscribedTopics: known only for a live "consumer" group with a chosen protocol
+        (Kafka's are those of the last generation; these are the current members')."""
+        if group.state == GroupState.EMPTY or group.protocol_type != PROTOCOL_TYPE or not group.protocol_name:
+            return frozenset()
+        return subscribed_topics(m.metadata_for(group.protocol_name) for m in group.members.values())
 
     def _on_retention_check(self) -> None:
         """KIP-211: a consumer group's offsets expire `retention` after it became Empty; offsets of a

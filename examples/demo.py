@@ -23,7 +23,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 CLUSTER_DIR = ROOT / ".groupcoord" / "demo"
-BASE_PORT, RAFT_BASE_PORT = 50071, 25171
+# Not the defaults (50051, 25051, Kafka's 9092): the demo runs next to a `make cluster` or a Kafka broker.
+BASE_PORT, RAFT_BASE_PORT, KAFKA_BASE_PORT = 50071, 25171, 9192
 BOOTSTRAP = ",".join(f"127.0.0.{i}:{BASE_PORT}" for i in (1, 2, 3))
 GROUP, TOPIC = "demo", "orders:8"
 WORKERS = (("w1", True), ("w2", True), ("d1", False), ("d2", False))
@@ -106,8 +107,10 @@ def main(tls: bool) -> int:
         if CLUSTER_DIR.exists():
             run("cluster", "down", "--dir", str(CLUSTER_DIR), check=False)
             shutil.rmtree(CLUSTER_DIR)
+        # A Kafka listener on every node; with --tls it serves TLS too, with the same certificates.
         run("cluster", "up", "--dir", str(CLUSTER_DIR), "--nodes", "3", "--base-port", str(BASE_PORT),
-            "--raft-base-port", str(RAFT_BASE_PORT), *(["--tls"] if tls else []))  # fmt: skip
+            "--raft-base-port", str(RAFT_BASE_PORT), "--kafka-base-port", str(KAFKA_BASE_PORT),
+            *(["--tls"] if tls else []))  # fmt: skip
 
         step(f"2. Start four workers sharing topic {TOPIC} in group {GROUP!r}: static w1, w2; dynamic d1, d2")
         shown = " ".join(["--group demo --topic orders:8", *client_flags, "[--instance w1]"])

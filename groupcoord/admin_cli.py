@@ -28,6 +28,8 @@ if TYPE_CHECKING:
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:50051,127.0.0.2:50051,127.0.0.3:50051"
 EXIT_OK, EXIT_ITEM_FAILED, EXIT_UNREACHABLE = 0, 1, 3
+# A node as in `peers` (node/topology.py).
+NODE_METAVAR = "ID=HOST:PORT:RAFT_PORT[@CLIENT_HOST:CLIENT_PORT][@kafka=KAFKA_HOST:KAFKA_PORT]"
 
 
 class Unreachable(UserError):
@@ -69,6 +71,14 @@ def parse_offset(text: str) -> tuple[tuple[str, int], int]:
     if value < 0:
         raise UserError(f"{text!r}: offset must be >= 0")
     return (topic, int(partition)), value
+
+
+def parse_partition(text: str) -> tuple[str, int]:
+    """`TOPIC:PARTITION`; the topic may itself contain ':' (the last one separates the partition)."""
+    topic, colon, partition = text.rpartition(":")
+    if not colon or not topic or not partition.isdigit():
+        raise UserError(f"{text!r} is not TOPIC:PARTITION (e.g. orders:0)")
+    return topic, int(partition)
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
@@ -260,6 +270,34 @@ def _offsets_set(args: argparse.Namespace) -> int:
                 )
             )
         return _failures({f"{args.group} {t}:{p}": c for (t, p), c in rows})
+
+    return _run(args, job)
+
+
+def _offsets_delete(args: argparse.Namespace) -> int:
+    from groupcoord.client.admin import error_name
+
+    named = [parse_partition(text) for text in args.partitions]
+    topics = list(dict.fromkeys(args.topic or ()))
+    if not named and not topics:
+        raise UserError("name the offsets to delete: TOPIC:PARTITION arguments, or --topic TOPIC")
+
+    async def job(admin: Admin) -> int:
+        # --topic: every partition of the topic the group has an offset for, as it reads them now.
+        committed = [tp for tp in await admin.list_offsets(args.group) if tp[0] in topics] if topics else []
+        results = sorted((await admin.delete_offsets(args.group, [*named, *committed])).items())
+        if args.json:
+            _print_json(
+                [{"topic": t, "partition": p, "error_code": c, "error": error_name(c)} for (t, p), c in results]
+            )
+        else:
+            rows = [[t, p, "deleted" if c == 0 else error_name(c)] for (t, p), c in results]
+            print(table(["TOPIC", "PARTITION", "RESULT"], rows))
+        missing = [t for t in topics if all(tp[0] != t for tp in committed)]
+        for topic in missing:
+            print(f"groupcoord: {args.group}: no committed offsets of topic {topic!r}", file=sys.stderr)
+        code = _failures({f"{args.group} {t}:{p}": c for (t, p), c in results})
+        return EXIT_ITEM_FAILED if missing else code
 
     return _run(args, job)
 
@@ -494,13 +532,28 @@ def register(commands: argparse._SubParsersAction) -> None:
     delete = _action(actions, "delete", "delete topics", _topics_delete)
     delete.add_argument("topics", nargs="+", metavar="NAME")
 
-    offsets = commands.add_parser("offsets", help="read or set a group's committed offsets", epilog=EPILOG)
+    offsets = commands.add_parser("offsets", help="read, set or delete a group's committed offsets", epilog=EPILOG)
     actions = offsets.add_subparsers(title="actions", dest="action", required=True, metavar="ACTION")
     get = _action(actions, "get", "the group's committed offsets", _offsets_get)
     get.add_argument("group", metavar="GROUP")
     set_ = _action(actions, "set", "commit offsets for a group with no members (Empty or new)", _offsets_set)
     set_.add_argument("group", metavar="GROUP")
     set_.add_argument("offsets", nargs="+", metavar="TOPIC:PARTITION=OFFSET")
+    delete = _action(
+        actions,
+        "delete",
+        "delete committed offsets (Kafka's OffsetDelete): any of an Empty group; of a live consumer group, only those "
+        "of topics it does not subscribe to",
+        _offsets_delete,
+    )
+    delete.add_argument("group", metavar="GROUP")
+    delete.add_argument("partitions", nargs="*", metavar="TOPIC:PARTITION")
+    delete.add_argument(
+        "--topic",
+        action="append",
+        metavar="TOPIC",
+        help="every partition of TOPIC the group has an offset for (repeatable)",
+    )
 
 
 def register_cluster_describe(actions: argparse._SubParsersAction) -> None:
@@ -518,7 +571,7 @@ def register_cluster_membership(actions: argparse._SubParsersAction) -> None:
         "and itself)",
         _cluster_add_node,
     )
-    add.add_argument("node", metavar="ID=HOST:PORT:RAFT_PORT[@CLIENT_HOST:CLIENT_PORT]")
+    add.add_argument("node", metavar=NODE_METAVAR)
     remove = _action(
         actions,
         "remove-node",
@@ -533,7 +586,7 @@ def register_cluster_membership(actions: argparse._SubParsersAction) -> None:
         "disk): the old voter removed, the new one added (idempotent)",
         _cluster_replace_node,
     )
-    replace.add_argument("node", metavar="ID=HOST:PORT:RAFT_PORT[@CLIENT_HOST:CLIENT_PORT]")
+    replace.add_argument("node", metavar=NODE_METAVAR)
     join = _action(
         actions,
         "join",

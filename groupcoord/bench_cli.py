@@ -21,6 +21,9 @@ SCENARIOS = {
     "failover": "G Stable groups, kill -9 of the node coordinating most → seconds until all heartbeat again",
     "heartbeats": "M members heartbeating at 3 s intervals, M stepped up → the largest M with p99 under a limit",
     "scale": "G groups x 5 members → RSS per node, DescribeGroups/ListGroups latency, failover time",
+    "kafka": "commit latency, commit throughput and an M-member join over the Kafka listener (a kio client) next to "
+    "gRPC unary and stream commits and the gRPC join, in the same run on one cluster → figures and the run's ratios "
+    "kafka/gRPC",
     "flood": "N idle connections, then M streams on one connection, against one node → a good client's p50/p99 "
     "and the node's RSS and fds before, during and after",
 }
@@ -75,9 +78,9 @@ def _add_options(name: str, p: argparse.ArgumentParser) -> None:
         p.add_argument("--rpc", choices=("batched", "unary"), default="batched",
                        help="heartbeats and commits over the batch streams, one per node for the client process, as "
                        "the SDK sends them; or a unary call each (default: %(default)s)")  # fmt: skip
-    if name in ("commit-latency", "durability"):
+    if name in ("commit-latency", "durability", "kafka"):
         p.add_argument("--ops", type=_positive, default=3000, help="sequential commits (default: %(default)s)")
-    if name in ("commit-throughput", "durability"):
+    if name in ("commit-throughput", "durability", "kafka"):
         p.add_argument("--in-flight", type=_positive, default=64, help="concurrent commits (default: %(default)s)")
         p.add_argument("--duration", type=float, default=10.0, metavar="S", help="seconds (default: %(default)s)")
         p.add_argument("--groups", type=_positive, default=8, help="single-member groups the commits are spread "
@@ -88,6 +91,11 @@ def _add_options(name: str, p: argparse.ArgumentParser) -> None:
                        help="group sizes, one fresh group each (default: 100,1000)")  # fmt: skip
         p.add_argument("--heartbeat-interval-ms", type=_positive, metavar="MS",
                        help="members' heartbeat interval (default: max(200, N/2) ms)")  # fmt: skip
+    elif name == "kafka":
+        p.add_argument("--members", type=_positive, default=1000, help="members of the join: one fresh group over "
+                       "Kafka and one over gRPC (default: %(default)s)")  # fmt: skip
+        p.add_argument("--heartbeat-interval-ms", type=_positive, metavar="MS",
+                       help="the joining members' heartbeat interval (default: max(200, N/2) ms)")  # fmt: skip
     elif name == "failover":
         p.add_argument("--groups", type=_positive, default=30, help="groups, half static (default: %(default)s)")
         p.add_argument("--members-per-group", type=_positive, default=10, help="(default: %(default)s)")

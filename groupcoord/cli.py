@@ -84,6 +84,25 @@ def _token_hash(args: argparse.Namespace) -> int:
     return 0
 
 
+def _token_scram(args: argparse.Namespace) -> int:
+    import base64
+    import getpass
+
+    from groupcoord.node.kafka.sasl import scram_credential
+
+    password = getpass.getpass("password: ") if sys.stdin.isatty() else sys.stdin.readline().rstrip("\n")
+    if not password:
+        raise UserError("no password given on stdin")
+    if args.iterations < 4096:
+        raise UserError(f"--iterations {args.iterations}: at least 4096 (RFC 7677)")
+    c = scram_credential(args.identity, args.mechanism, password, args.iterations)
+    b64 = {k: base64.b64encode(getattr(c, k)).decode() for k in ("salt", "stored_key", "server_key")}
+    print(f'[[scram]]\nidentity = "{c.identity}"\nmechanism = "{c.mechanism}"')
+    print(f'salt = "{b64["salt"]}"\nstored_key = "{b64["stored_key"]}"\nserver_key = "{b64["server_key"]}"')
+    print(f"iterations = {c.iterations}")
+    return 0
+
+
 def _add_token(commands: argparse._SubParsersAction) -> None:
     token = commands.add_parser(
         "token",
@@ -96,6 +115,16 @@ def _add_token(commands: argparse._SubParsersAction) -> None:
     actions.add_parser("hash", help="read a token on stdin, print its sha256 for the ACL file").set_defaults(
         handler=_token_hash
     )
+    scram = actions.add_parser(
+        "scram",
+        help="read a password on stdin, print the [[scram]] entry of the ACL file for the Kafka listener's SASL",
+        description="Salts and hashes the password (RFC 5802) into the entry a node checks SCRAM proofs against; "
+        "the password itself is printed nowhere and kept nowhere.",
+    )
+    scram.add_argument("--identity", required=True, help="the SCRAM user name, and the identity the ACL judges")
+    scram.add_argument("--mechanism", choices=("SCRAM-SHA-256", "SCRAM-SHA-512"), default="SCRAM-SHA-256")
+    scram.add_argument("--iterations", type=int, default=8192, help="PBKDF2 iterations, 4096 or more")
+    scram.set_defaults(handler=_token_scram)
 
 
 def _add_cluster(commands: argparse._SubParsersAction) -> None:
@@ -124,6 +153,13 @@ def _add_cluster(commands: argparse._SubParsersAction) -> None:
     up.add_argument("--base-port", type=int, metavar="PORT", help="client gRPC port of every node (default: 50051)")
     up.add_argument(
         "--raft-base-port", type=int, metavar="PORT", help="partition k's Raft port is this + k (default: 25051)"
+    )
+    up.add_argument(
+        "--kafka-base-port",
+        type=int,
+        metavar="PORT",
+        help="Kafka listener port of every node, on its own 127.0.0.N (default: 9092, TLS with --tls; -1: none); "
+        "a restart keeps the last one given",
     )
     up.add_argument("--metrics", action="store_true", help="serve Prometheus metrics on every node")
     up.add_argument("--metrics-port", type=int, metavar="PORT", help="metrics port (default: 9464; implies --metrics)")

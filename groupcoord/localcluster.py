@@ -2,10 +2,10 @@
 to test it; not a deployment tool.
 
 Node i listens on 127.0.0.i (Linux routes all of 127.0.0.0/8 to loopback), so every node uses the same ports
-and a node's address says which node it is. The cluster dir holds everything: `state.json` (what `down` and
-`status` need), the cluster secret (mode 0600, handed to the nodes through their environment because flags
-show in `ps`), and per node its data dir and JSON log. Nodes run detached (their own session), so a Ctrl-C in
-the terminal that started them reaches them only through `down`.
+(gRPC, Raft, metrics, Kafka) and a node's address says which node it is. The cluster dir holds everything:
+`state.json` (what `down` and `status` need), the cluster secret (mode 0600, handed to the nodes through their
+environment because flags show in `ps`), and per node its data dir and JSON log. Nodes run detached (their own
+session), so a Ctrl-C in the terminal that started them reaches them only through `down`.
 """
 
 from __future__ import annotations
@@ -46,6 +46,7 @@ SECRET_ENV = node_config.ENV_PREFIX + "CLUSTER_SECRET"
 MIN_NODES, MAX_NODES = 3, 5
 DEFAULT_NODES, DEFAULT_PARTITIONS = 3, 16
 DEFAULT_BASE_PORT, DEFAULT_RAFT_BASE_PORT, DEFAULT_METRICS_PORT = 50051, 25051, 9464
+DEFAULT_KAFKA_BASE_PORT = node_config.KAFKA_DEFAULT_PORT
 SERVICE = "groupcoord.v1.GroupCoordinator"
 STOP_WAIT_S = 10.0
 LOG_TAIL_LINES = 25
@@ -63,6 +64,7 @@ MANAGED = frozenset(
         "data_dir",
         "cluster_secret",
         "metrics_port",
+        "kafka_port",
         "log_format",
         "tls_cert_file",
         "tls_key_file",
@@ -90,17 +92,23 @@ class NodeEntry:
     log: str
     metrics_port: int = -1
     pid: int | None = None
+    kafka_port: int = -1
 
     @property
     def address(self) -> str:
         return f"{self.host}:{self.port}"
+
+    @property
+    def kafka_address(self) -> str | None:
+        """Where Kafka clients reach this node (what it advertises: its peers entry's host and this port)."""
+        return f"{self.host}:{self.kafka_port}" if self.kafka_port >= 0 else None
 
     def raft_ports(self, partitions: int) -> str:
         return f"{self.raft_port}-{self.raft_port + partitions - 1}" if partitions > 1 else str(self.raft_port)
 
     def ports(self, partitions: int) -> list[int]:
         """Every port this node binds, for the free-port check."""
-        extra = [self.metrics_port] if self.metrics_port >= 0 else []
+        extra = [p for p in (self.metrics_port, self.kafka_port) if p >= 0]
         return [self.port, *range(self.raft_port, self.raft_port + partitions), *extra]
 
 
@@ -114,6 +122,8 @@ class ClusterState:
     version: int = 1
     # The certificates of the last `up --tls` (nodes serve TLS with mutual TLS required); empty: plaintext.
     tls_dir: str = ""
+    # The last --kafka-base-port an `up` was given, kept for restarts without one; None: the default, 9092.
+    kafka_base_port: int | None = None
 
     @property
     def path(self) -> Path:
@@ -299,10 +309,13 @@ def _check_ports_free(state: ClusterState) -> None:
                         f"node {node.node_id} cannot bind {node.host}:{port}: {exc.strerror}{hint}; "
                         "pick other ports with --base-port / --raft-base-port"
                         + (" / --metrics-port" if node.metrics_port >= 0 else "")
+                        + (" / --kafka-base-port (-1: no Kafka listener)" if node.kafka_port >= 0 else "")
                     ) from None
 
 
-def _check_port_ranges(base_port: int, raft_base_port: int, partitions: int, metrics_port: int) -> None:
+def _check_port_ranges(
+    base_port: int, raft_base_port: int, partitions: int, metrics_port: int, kafka_port: int = -1
+) -> None:
     raft = range(raft_base_port, raft_base_port + partitions)
     if not 0 < base_port < 65_536:
         raise UserError(f"--base-port must be between 1 and 65535, got {base_port}")
@@ -312,6 +325,10 @@ def _check_port_ranges(base_port: int, raft_base_port: int, partitions: int, met
         raise UserError(f"--base-port {base_port} is inside the Raft ports {raft.start}-{raft.stop - 1}")
     if metrics_port >= 0 and (metrics_port in raft or metrics_port == base_port or not 0 < metrics_port < 65_536):
         raise UserError(f"--metrics-port {metrics_port} collides with another port or is out of range")
+    if kafka_port != -1 and (
+        kafka_port in raft or kafka_port in (base_port, metrics_port) or not 0 < kafka_port < 65_536
+    ):
+        raise UserError(f"--kafka-base-port {kafka_port} collides with another port or is out of range (-1: none)")
 
 
 def _secret(cluster_dir: Path) -> Path:
@@ -351,6 +368,7 @@ class UpOptions:
     node_args: list[str] = field(default_factory=list)
     tls: bool = False
     tls_dir: Path | None = None
+    kafka_base_port: int | None = None
 
 
 def _new_state(opts: UpOptions, cluster_dir: Path) -> ClusterState:
@@ -359,7 +377,8 @@ def _new_state(opts: UpOptions, cluster_dir: Path) -> ClusterState:
     base = opts.base_port or DEFAULT_BASE_PORT
     raft_base = opts.raft_base_port or DEFAULT_RAFT_BASE_PORT
     metrics_port = _metrics_port(opts)
-    _check_port_ranges(base, raft_base, partitions, metrics_port)
+    kafka_port = _kafka_port(opts, None)
+    _check_port_ranges(base, raft_base, partitions, metrics_port, kafka_port)
     nodes = [
         NodeEntry(
             node_id=i,
@@ -367,12 +386,15 @@ def _new_state(opts: UpOptions, cluster_dir: Path) -> ClusterState:
             port=base,
             raft_port=raft_base,
             metrics_port=metrics_port,
+            kafka_port=kafka_port,
             data_dir=str(cluster_dir / f"node-{i}" / "data"),
             log=str(cluster_dir / f"node-{i}" / "node.log"),
         )
         for i in range(1, count + 1)
     ]
-    return ClusterState(str(cluster_dir), partitions, nodes, str(cluster_dir / SECRET_FILE), opts.node_args)
+    state = ClusterState(str(cluster_dir), partitions, nodes, str(cluster_dir / SECRET_FILE), opts.node_args)
+    state.kafka_base_port = opts.kafka_base_port
+    return state
 
 
 def _metrics_port(opts: UpOptions) -> int:
@@ -381,9 +403,17 @@ def _metrics_port(opts: UpOptions) -> int:
     return -1
 
 
+def _kafka_port(opts: UpOptions, remembered: int | None) -> int:
+    """Every node's Kafka port: this run's --kafka-base-port, else the last one given (`remembered`), else Kafka's
+    9092. With --tls the listener serves TLS, with the client port's certificate and client-certificate rule."""
+    asked = opts.kafka_base_port if opts.kafka_base_port is not None else remembered
+    return DEFAULT_KAFKA_BASE_PORT if asked is None else asked
+
+
 def _reuse_state(opts: UpOptions, state: ClusterState) -> ClusterState:
     """A restart keeps the cluster's shape (a different count or port would strand the Raft logs in the data
-    dirs); metrics and extra node flags are this run's choice, like any process's flags."""
+    dirs); metrics, the Kafka port and extra node flags are this run's choice, like any process's flags (the
+    Kafka port asked for last is kept: clients are configured with it)."""
     first = state.nodes[0]
     fixed = (
         ("--nodes", opts.nodes, len(state.nodes)),
@@ -398,9 +428,12 @@ def _reuse_state(opts: UpOptions, state: ClusterState) -> ClusterState:
                 f"(`groupcoord cluster down --purge --dir {state.dir}` to start over, or use another --dir)"
             )
     metrics_port = _metrics_port(opts)
-    _check_port_ranges(first.port, first.raft_port, state.partitions, metrics_port)
+    if opts.kafka_base_port is not None:
+        state.kafka_base_port = opts.kafka_base_port
+    kafka_port = _kafka_port(opts, state.kafka_base_port)
+    _check_port_ranges(first.port, first.raft_port, state.partitions, metrics_port, kafka_port)
     for node in state.nodes:
-        node.metrics_port = metrics_port
+        node.metrics_port, node.kafka_port = metrics_port, kafka_port
     state.node_args = opts.node_args
     return state
 
@@ -411,7 +444,8 @@ def _start_node(state: ClusterState, node: NodeEntry, secret: str) -> subprocess
         sys.executable, "-m", "groupcoord", "node",
         f"--node-id={node.node_id}", f"--host={node.host}", f"--port={node.port}",
         f"--peers={state.peers()}", f"--partitions={state.partitions}", f"--data-dir={node.data_dir}",
-        f"--metrics-port={node.metrics_port}", "--log-format=json", *_tls_flags(state, node), *state.node_args,
+        f"--metrics-port={node.metrics_port}", f"--kafka-port={node.kafka_port}", "--log-format=json",
+        *_tls_flags(state, node), *state.node_args,
     ]  # fmt: skip
     env = {**os.environ, SECRET_ENV: secret}
     with open(node.log, "ab") as log:
@@ -639,7 +673,37 @@ def _node_json(state: ClusterState, node: NodeEntry) -> dict[str, Any]:
     }
     if node.metrics_port >= 0:
         out["metrics_address"] = f"{node.host}:{node.metrics_port}"
+    out["kafka_address"] = node.kafka_address
     return out
+
+
+def _kafka_sasl(state: ClusterState) -> list[str]:
+    """The SASL mechanisms the nodes' Kafka listeners require, as given after `--` (none by default)."""
+    parser = argparse.ArgumentParser(prog="groupcoord node", add_help=False)
+    node_config.add_arguments(parser)
+    args, _ = parser.parse_known_args(state.node_args)
+    return [m.strip() for m in (args.kafka_sasl_mechanisms or "").split(",") if m.strip()]
+
+
+def _kafka_clients(state: ClusterState) -> str:
+    """The Kafka client settings (librdkafka's names) for this cluster's Kafka listeners: with --tls they speak
+    TLS with client certificates required, like the client port, so a Kafka client needs the CA and a certificate."""
+    servers = ",".join(n.kafka_address for n in state.nodes if n.kafka_address)
+    sasl = _kafka_sasl(state)
+    protocol = ("SASL_SSL" if sasl else "SSL") if state.tls_dir else ("SASL_PLAINTEXT" if sasl else "PLAINTEXT")
+    line = f"Kafka clients: bootstrap.servers={servers}"
+    if protocol != "PLAINTEXT":
+        line += f" security.protocol={protocol}"
+    if state.tls_dir:
+        security = state.security()
+        line += (
+            f" ssl.ca.location={_display(security.ca_file)} ssl.certificate.location={_display(security.cert_file)}"
+            f" ssl.key.location={_display(security.key_file)}"
+        )
+    if sasl:
+        others = f" (or {', '.join(sasl[1:])})" if len(sasl) > 1 else ""
+        line += f" sasl.mechanism={sasl[0]}{others}, sasl.username and sasl.password of an identity in the ACL file"
+    return line
 
 
 def _print_up(state: ClusterState, as_json: bool, foreground: bool) -> None:
@@ -649,14 +713,17 @@ def _print_up(state: ClusterState, as_json: bool, foreground: bool) -> None:
         print(json.dumps(out, indent=2), flush=True)
         return
     metrics = state.nodes[0].metrics_port >= 0
-    headers = ["NODE", "ADDRESS", "RAFT PORTS", "PID", "LOG"] + (["METRICS"] if metrics else [])
+    kafka = [n.kafka_address for n in state.nodes if n.kafka_address]
+    headers = ["NODE", "ADDRESS", "KAFKA", "RAFT PORTS", "PID", "LOG"] + (["METRICS"] if metrics else [])
     rows = [
-        [str(n.node_id), n.address, n.raft_ports(state.partitions), str(n.pid), _display(n.log)]
+        [str(n.node_id), n.address, n.kafka_address or "-", n.raft_ports(state.partitions), str(n.pid), _display(n.log)]
         + ([f"http://{n.host}:{n.metrics_port}/metrics"] if metrics else [])
         for n in state.nodes
     ]
     print(_table(headers, rows))
     print(f"Every node is SERVING; {state.partitions} partitions, each with a leader.")
+    if kafka:
+        print(_kafka_clients(state))
     if state.tls_dir:
         security = state.security()
         print(
@@ -768,8 +835,13 @@ def status(cluster_dir: Path, as_json: bool = False) -> int:
         print(json.dumps(out, indent=2))
         return 0 if healthy else 1
     print(f"Cluster in {_display(state.dir)}: {len(state.nodes)} nodes, {state.partitions} partitions")
-    rows = [[str(n["node_id"]), n["address"], str(n["pid"] or "-"), n["health"], _display(n["log"])] for n in nodes]
-    print(_table(["NODE", "ADDRESS", "PID", "HEALTH", "LOG"], rows))
+    rows = []
+    for n in nodes:
+        kafka = n["kafka_address"] or "-"
+        rows.append([str(n["node_id"]), n["address"], kafka, str(n["pid"] or "-"), n["health"], _display(n["log"])])
+    print(_table(["NODE", "ADDRESS", "KAFKA", "PID", "HEALTH", "LOG"], rows))
+    if any(n.kafka_address for n in state.nodes):
+        print(_kafka_clients(state))
     if cluster is None:
         print("\nNo node answered DescribeCluster.")
     else:

@@ -9,6 +9,10 @@ The file (docs/SECURITY.md#authorization):
     [[tokens]]                               # bearer tokens, by the SHA-256 of the token, never the token itself
     identity = "team-a"
     sha256 = "<64 hex digits>"
+    [[scram]]                                # SCRAM credentials for the Kafka listener's SASL (never the password)
+    identity = "team-a"                      # the SCRAM user name
+    mechanism = "SCRAM-SHA-256"              # or SCRAM-SHA-512
+    salt = "<base64>"; stored_key = "<base64>"; server_key = "<base64>"; iterations = 8192
     [[acl]]
     identity = "team-a"                      # or "*": every caller, anonymous ones included
     group_prefixes = ["team-a."]             # or "*": every group
@@ -17,6 +21,8 @@ The file (docs/SECURITY.md#authorization):
 
 from __future__ import annotations
 
+import base64
+import binascii
 import difflib
 import hashlib
 import re
@@ -48,6 +54,10 @@ SATISFIED_BY: dict[str, frozenset[str]] = {
 WILDCARD = "*"
 TOKEN_METADATA_KEY = "authorization"
 CERT_NAME_KEY = "x509_common_name"
+# The identity a Kafka connection authenticated with SASL, in its requests' auth context. grpc core fills a gRPC
+# call's auth context from the TLS handshake alone, so no gRPC client can put this key there.
+SASL_IDENTITY_KEY = "groupcoord_sasl_identity"
+SCRAM_MECHANISMS = ("SCRAM-SHA-256", "SCRAM-SHA-512")
 _DIGEST = re.compile(r"[0-9a-fA-F]{64}")
 
 
@@ -88,16 +98,38 @@ class Rule:
 
 
 @dataclass(frozen=True, slots=True)
+class ScramCredential:
+    """What the server keeps of a SCRAM password (RFC 5802 §3): enough to check a proof, never the password."""
+
+    identity: str
+    mechanism: str
+    salt: bytes
+    stored_key: bytes
+    server_key: bytes
+    iterations: int
+
+
+@dataclass(frozen=True, slots=True)
 class Acl:
     path: str
     admins: frozenset[str] = frozenset()
     tokens: Mapping[str, str] = field(default_factory=dict)  # SHA-256 hex digest -> identity
     rules: tuple[Rule, ...] = ()
+    scram: Mapping[tuple[str, str], ScramCredential] = field(default_factory=dict)  # (mechanism, identity) ->
 
-    def identify(self, metadata: Iterable[tuple[str, str | bytes]], common_names: Sequence[bytes] = ()) -> Caller:
-        """A bearer token if the call has one, else the verified client certificate's CN, else anonymous.
+    def identify(
+        self,
+        metadata: Iterable[tuple[str, str | bytes]],
+        common_names: Sequence[bytes] = (),
+        sasl_identities: Sequence[bytes] = (),
+    ) -> Caller:
+        """The identity a Kafka connection authenticated with SASL, else a bearer token if the call has one, else
+        the verified client certificate's CN, else anonymous.
 
-        `common_names` must come from a certificate the TLS layer verified (grpc's `x509_common_name`)."""
+        `common_names` must come from a certificate the TLS layer verified (grpc's `x509_common_name`), and
+        `sasl_identities` from a SASL exchange the Kafka listener verified."""
+        for name in sasl_identities:
+            return Caller(name.decode("utf-8", "replace"), "sasl")
         headers = [v for k, v in metadata if k.lower() == TOKEN_METADATA_KEY]
         if headers:
             return Caller(self._token_identity(headers), "token")
@@ -153,7 +185,9 @@ def group_need(rpc: str, request: Any) -> str:
         return MEMBER if request.member_id and request.generation_id >= 0 else ADMIN
     if rpc == "OffsetFetch":
         return OFFSETS
-    if rpc == "AddMembersToGroup":
+    if rpc in ("AddMembersToGroup", "OffsetDelete"):
+        # OffsetDelete: Kafka asks DELETE on the group (and READ on the topics); here deleting is for admins, as
+        # DeleteGroups is.
         return ADMIN
     raise ValueError(f"{rpc} is not a one-group RPC")
 
@@ -168,7 +202,7 @@ def load_acl(path: Path) -> Acl:
 
 def parse_acl(data: Mapping[str, Any], path: str) -> Acl:
     where = f"acl_file {path}"
-    _known_keys(data, ("admins", "tokens", "acl"), where)
+    _known_keys(data, ("admins", "tokens", "scram", "acl"), where)
     admins = _names(data.get("admins", []), f"{where}: admins", wildcard=False)
     tokens: dict[str, str] = {}
     for i, entry in enumerate(_tables(data.get("tokens", []), f"{where}: tokens")):
@@ -199,7 +233,36 @@ def parse_acl(data: Mapping[str, Any], path: str) -> Acl:
                 hint = " (admin operations are granted by `admins`)" if op == ADMIN else ""
                 raise AclError(f"{at}.operations: unknown {op!r}, expected {', '.join(GROUP_OPERATIONS)}{hint}")
         rules.append(Rule(identity, tuple(prefixes), frozenset(operations)))
-    return Acl(path, frozenset(admins), tokens, tuple(rules))
+    return Acl(path, frozenset(admins), tokens, tuple(rules), _scram(data.get("scram", []), where))
+
+
+def _scram(value: object, where: str) -> dict[tuple[str, str], ScramCredential]:
+    credentials: dict[tuple[str, str], ScramCredential] = {}
+    keys = ("identity", "mechanism", "salt", "stored_key", "server_key", "iterations")
+    for i, entry in enumerate(_tables(value, f"{where}: scram")):
+        at = f"{where}: scram[{i}]"
+        _known_keys(entry, keys, at, required=True)
+        identity = _name(entry["identity"], f"{at}.identity", wildcard=False)
+        mechanism = entry["mechanism"]
+        if mechanism not in SCRAM_MECHANISMS:
+            raise AclError(f"{at}.mechanism: expected one of {', '.join(SCRAM_MECHANISMS)}, got {mechanism!r}")
+        iterations = entry["iterations"]
+        if not isinstance(iterations, int) or isinstance(iterations, bool) or not 4096 <= iterations <= 1_000_000:
+            raise AclError(f"{at}.iterations: expected an integer from 4096 to 1000000 (RFC 7677), got {iterations!r}")
+        decoded = {k: _base64(entry[k], f"{at}.{k}") for k in ("salt", "stored_key", "server_key")}
+        if (mechanism, identity) in credentials:
+            raise AclError(f"{at}: {identity!r} has two {mechanism} credentials")
+        credentials[mechanism, identity] = ScramCredential(identity, mechanism, iterations=iterations, **decoded)
+    return credentials
+
+
+def _base64(value: object, where: str) -> bytes:
+    try:
+        if not isinstance(value, str) or not value:
+            raise ValueError
+        return base64.b64decode(value, validate=True)
+    except (ValueError, binascii.Error):
+        raise AclError(f"{where}: expected base64 (`groupcoord token scram` prints the entry)") from None
 
 
 def _known_keys(table: Mapping[str, Any], known: tuple[str, ...], where: str, required: bool = False) -> None:

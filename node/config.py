@@ -25,6 +25,8 @@ CONFIG_ENV = ENV_PREFIX + "CONFIG"
 INT32_MAX = 2**31 - 1
 MS_PER_MINUTE = 60_000
 TEN_YEARS_S = 10 * 365 * 86_400
+# Kafka's own port: a client's default bootstrap port.
+KAFKA_DEFAULT_PORT = 9092
 _GROUP_DEFAULTS = GroupConfig()
 
 
@@ -98,22 +100,25 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting(
         "kafka_port",
-        -1,
-        "Port of the Kafka listener on `host` (docs/KAFKA.md); -1 disables it, 0 picks a free one. Every node of a "
-        "cluster listens on the same Kafka port: clients are told each node's client host with this port.",
+        KAFKA_DEFAULT_PORT,
+        "Port of the Kafka listener on `host` (docs/KAFKA.md); -1 disables it, 0 picks a free one. With TLS on the "
+        "client port it speaks TLS too, with the same certificate and client-certificate rules (Kafka's SSL or, "
+        "with kafka_sasl_mechanisms, SASL_SSL). Other nodes are told to clients at their `@kafka=` address in "
+        "`peers`, else their client host and this node's advertised Kafka port.",
         minimum=-1,
         maximum=65_535,
     ),
     Setting(
         "kafka_advertised_host",
         "",
-        "Host Kafka clients are told for this node; empty means its client host (from `peers`, else "
-        "`advertised_host`).",
+        "Host Kafka clients are told for this node (Kafka's advertised.listeners); empty means its `@kafka=` "
+        "host in `peers`, else its client host.",
     ),
     Setting(
         "kafka_advertised_port",
         0,
-        "Port Kafka clients are told for every node (published ports); 0 means `kafka_port`.",
+        "Port Kafka clients are told for this node, and for other nodes without an `@kafka=` address in `peers` "
+        "(published ports); 0 means its `@kafka=` port in `peers`, else the port the listener bound.",
         maximum=65_535,
     ),
     Setting(
@@ -124,6 +129,13 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting("kafka_max_connections", 1000, "Most open Kafka connections; more are closed as they come.", minimum=1),
     Setting(
+        "kafka_sasl_mechanisms",
+        "",
+        "SASL mechanisms the Kafka listener requires, comma-separated: PLAIN (the password is a bearer token of "
+        "acl_file, the user its identity; in the clear without TLS), SCRAM-SHA-256, SCRAM-SHA-512 (the acl_file's "
+        "[[scram]] credentials). Empty: no SASL. Needs acl_file.",
+    ),
+    Setting(
         "kafka_fetch_max_wait_ms",
         5000,
         "Longest a Fetch waits before its empty answer (the client's max_wait_ms, up to this).",
@@ -132,9 +144,10 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "peers",
         "",
-        "Every node of the cluster as `id=host:port:raft_port[@client_host:client_port]`, comma-separated (this "
-        "node included); empty runs a single-node cluster. Partition k of a node uses Raft port raft_port+k; "
-        "clients are told client_host:client_port when given (published ports), else host:port.",
+        "Every node of the cluster as `id=host:port:raft_port[@client_host:client_port][@kafka=host:port]`, "
+        "comma-separated (this node included); empty runs a single-node cluster. Partition k of a node uses Raft "
+        "port raft_port+k; clients are told client_host:client_port when given (published ports), else host:port; "
+        "Kafka clients are told the `@kafka=` address when given.",
     ),
     Setting(
         "raft_port",
@@ -488,6 +501,7 @@ class NodeSettings:
     raft_digest_interval_ms: int = 60_000
     wall_clock_offset_s: int = 0
     kafka_port: int = -1
+    kafka_sasl_mechanisms: tuple[str, ...] = ()
     kafka_advertised_host: str = ""
     kafka_advertised_port: int = 0
     kafka_max_frame_bytes: int = 8 * 1024 * 1024
@@ -605,6 +619,7 @@ def _build(values: dict[str, int | str]) -> NodeSettings:
         raft_digest_interval_ms=int(values["raft_digest_interval_ms"]),
         wall_clock_offset_s=int(values["wall_clock_offset_s"]),
         kafka_port=int(values["kafka_port"]),
+        kafka_sasl_mechanisms=_sasl_mechanisms(values),
         kafka_advertised_host=str(values["kafka_advertised_host"]),
         kafka_advertised_port=int(values["kafka_advertised_port"]),
         kafka_max_frame_bytes=int(values["kafka_max_frame_bytes"]),
@@ -626,6 +641,18 @@ def _election_timeout(values: dict[str, int | str]) -> int:
             f"({heartbeat} ms: raft_batch_period_ms when batching, else raft_tick_period_ms)"
         )
     return election
+
+
+def _sasl_mechanisms(values: dict[str, int | str]) -> tuple[str, ...]:
+    from groupcoord.node.kafka.sasl import MECHANISMS  # sasl imports the ACL, which imports this module
+
+    names = tuple(n.strip() for n in str(values["kafka_sasl_mechanisms"]).split(",") if n.strip())
+    for name in names:
+        if name not in MECHANISMS:
+            raise ConfigError(f"kafka_sasl_mechanisms: unknown {name!r}, expected some of {', '.join(MECHANISMS)}")
+    if names and not values["acl_file"]:
+        raise ConfigError("kafka_sasl_mechanisms needs acl_file: the SASL credentials are its tokens and [[scram]]")
+    return names
 
 
 def _acl(values: dict[str, int | str]) -> dict[str, Acl | str | None]:

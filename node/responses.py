@@ -40,6 +40,8 @@ def error_response(request: Message, code: Errors, message: str = "") -> Message
         return resp
     if isinstance(request, pb.OffsetFetchRequest):
         return pb.OffsetFetchResponse(error_code=code, error_message=message)
+    if isinstance(request, pb.OffsetDeleteRequest):
+        return pb.OffsetDeleteResponse(error_code=code, error_message=message)
     if isinstance(request, pb.DescribeGroupsRequest):
         resp = pb.DescribeGroupsResponse()
         for group_id in request.group_ids:

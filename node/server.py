@@ -24,11 +24,13 @@ from groupcoord.node.events import EventFiles
 from groupcoord.node.hostile import MalformedInput, MalformedLogFilter, guarded_server, install_log_filter
 from groupcoord.node.kafka.apis import KafkaApis
 from groupcoord.node.kafka.listener import KafkaListener
+from groupcoord.node.kafka.metrics import KafkaMetrics
+from groupcoord.node.kafka.sasl import Sasl
 from groupcoord.node.logs import fields
 from groupcoord.node.metrics import NodeMetrics
 from groupcoord.node.resources import raise_fd_limit, trim_memory, use_jemalloc
 from groupcoord.node.service import SERVICE_NAME, GroupCoordinatorService
-from groupcoord.node.tls import server_credentials
+from groupcoord.node.tls import server_credentials, server_ssl_context
 from groupcoord.raft.partition import RaftSettings
 
 log = logging.getLogger("groupcoord.node")
@@ -109,7 +111,7 @@ class Node:
         server.add_registered_method_handlers(SERVICE_NAME, service.method_handlers())
         extra: dict[str, str] = {}
         if settings.kafka_port >= 0:
-            extra["kafka_address"] = await self._start_kafka(settings, service, cluster)
+            extra["kafka_address"] = await self._start_kafka(settings, service, cluster, metrics)
         health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
         reflection.enable_server_reflection((SERVICE_NAME, HEALTH_SERVICE_NAME, reflection.SERVICE_NAME), server)
         if metrics is not None:
@@ -148,14 +150,25 @@ class Node:
         )
         return port
 
-    async def _start_kafka(self, settings: NodeSettings, service: GroupCoordinatorService, cluster: NodeCluster) -> str:
-        """Binds the Kafka listener; returns the address it listens on."""
-        if settings.tls_cert_file:
-            raise StartupError("kafka_port: the Kafka listener has no TLS yet; set kafka_port = -1 with TLS")
+    async def _start_kafka(
+        self,
+        settings: NodeSettings,
+        service: GroupCoordinatorService,
+        cluster: NodeCluster,
+        metrics: NodeMetrics | None,
+    ) -> str:
+        """Binds the Kafka listener (TLS when the client port has it, SASL when asked); returns its address."""
+        sasl = None
+        if settings.kafka_sasl_mechanisms:
+            assert settings.acl is not None  # config.py refuses SASL without an ACL file
+            sasl = Sasl(settings.acl, settings.kafka_sasl_mechanisms)
         listener = KafkaListener(
             KafkaApis(service, cluster, service.topics, settings.kafka_fetch_max_wait_ms),
             settings.kafka_max_frame_bytes,
             settings.kafka_max_connections,
+            KafkaMetrics(metrics.registry) if metrics is not None else None,
+            ssl=server_ssl_context(settings),
+            sasl=sasl,
         )
         try:
             port = await listener.start(settings.host, settings.kafka_port)
@@ -163,9 +176,7 @@ class Node:
             raise StartupError(
                 f"cannot listen on {listen_address(settings.host, settings.kafka_port)} (kafka_port): {exc.strerror}"
             ) from None
-        listener.apis.advertise(
-            settings.kafka_advertised_host or cluster.me.client_host, settings.kafka_advertised_port or port
-        )
+        listener.apis.advertise(port, settings.kafka_advertised_host, settings.kafka_advertised_port)
         self._kafka = listener
         return listen_address(settings.host, port)
 

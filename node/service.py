@@ -77,7 +77,16 @@ def _raw(data: bytes) -> bytes:
 
 # The RPCs about one group (`group_id`), checked by auth.group_need; the batch ones by group, in `_authorized`.
 ONE_GROUP_RPCS = frozenset(
-    ("JoinGroup", "SyncGroup", "Heartbeat", "LeaveGroup", "AddMembersToGroup", "OffsetCommit", "OffsetFetch")
+    (
+        "JoinGroup",
+        "SyncGroup",
+        "Heartbeat",
+        "LeaveGroup",
+        "AddMembersToGroup",
+        "OffsetCommit",
+        "OffsetFetch",
+        "OffsetDelete",
+    )
 )
 # The batch RPCs, checked group by group: what each group needs, the response, and its per-group field.
 BATCH_RPCS: dict[str, tuple[str, type[Message], str]] = {
@@ -103,6 +112,7 @@ ADMIN_WHY = {
     "OffsetCommit": "committing offsets without being a member of the generation (no member id or generation -1)",
     "AddMembersToGroup": "pre-registering static members",
     "DeleteGroups": "deleting groups",
+    "OffsetDelete": "deleting committed offsets",
     "ReadEvents": "reading the event files",
     "AddRaftVoter": "changing the cluster's voters",
     "RemoveRaftVoter": "changing the cluster's voters",
@@ -111,9 +121,15 @@ ADMIN_WHY = {
 }
 
 
-def _common_names(context: Context) -> list[bytes]:
-    """The CN of the client certificate grpc verified (mutual TLS); none on a plaintext port."""
-    return list(context.auth_context().get(auth.CERT_NAME_KEY, ()))
+def _identify(acl: Acl, context: Context) -> Caller:
+    """The caller as the ACL sees it: from what the transport verified (a Kafka connection's SASL exchange, the
+    client certificate of mutual TLS) or the call's bearer token."""
+    verified = context.auth_context()
+    return acl.identify(
+        context.invocation_metadata() or (),
+        list(verified.get(auth.CERT_NAME_KEY, ())),
+        list(verified.get(auth.SASL_IDENTITY_KEY, ())),
+    )
 
 
 class ReplyTooLarge(Exception):
@@ -149,6 +165,7 @@ class GroupCoordinatorService:
             "AddMembersToGroup": self._routed(GroupCoordinator.add_members, creates_groups=True),
             "OffsetCommit": self._routed(GroupCoordinator.offset_commit, allow_empty=True, creates_groups=True),
             "OffsetFetch": self._routed(GroupCoordinator.offset_fetch, allow_empty=True),
+            "OffsetDelete": self._routed(GroupCoordinator.offset_delete, allow_empty=True),
             "DescribeGroups": self.describe_groups,
             "ListGroups": self.list_groups,
             "DeleteGroups": self.delete_groups,
@@ -308,7 +325,7 @@ class GroupCoordinatorService:
     async def _authorized(self, acl: Acl, name: str, request: Message, context: Context, handler: Handler) -> Message:
         """Runs `handler` on what the caller may do; the rest is answered GROUP_AUTHORIZATION_FAILED."""
         try:
-            caller = acl.identify(context.invocation_metadata() or (), _common_names(context))
+            caller = _identify(acl, context)
         except UnknownCredentials as exc:
             return self._refuse_all(name, request, Caller("", "token"), str(exc))
         if name in CLUSTER_ADMIN_RPCS and not acl.is_admin(caller):
@@ -373,7 +390,7 @@ class GroupCoordinatorService:
         if self._acl is None:
             return None
         try:
-            caller = self._acl.identify(context.invocation_metadata() or (), _common_names(context))
+            caller = _identify(self._acl, context)
         except UnknownCredentials as exc:
             return self._deny(name, Caller("", "token"), auth.AUTHENTICATE, [], str(exc))
         return None if self._acl.is_admin(caller) else self._deny(name, caller, auth.ADMIN, [])
@@ -529,9 +546,9 @@ class GroupCoordinatorService:
             partition = partition_for(group_id, self._cluster.partitions)
             entry = response.coordinators.add(group_id=group_id, partition=partition)
             leader = self._cluster.leader_of(partition)
-            if self._bad_group_id(group_id):
+            if self._bad_group_id(group_id, allow_empty=True):
                 entry.error_code = Errors.INVALID_GROUP_ID
-                entry.error_message = f"group id must be 1 to {self._max_group_id_length} characters"
+                entry.error_message = f"group id must be at most {self._max_group_id_length} characters"
             elif leader is None:
                 entry.error_code = Errors.COORDINATOR_NOT_AVAILABLE
                 entry.error_message = f"partition {partition} has no leader right now"

@@ -1,4 +1,5 @@
-"""TLS on the client gRPC port: the server credentials built from the node's `tls_*` settings.
+"""TLS on the client gRPC port, and on the Kafka listener: the server credentials built from the node's `tls_*`
+settings, for grpc and for asyncio.
 
 Every file is read and parsed here, before the server binds, so a missing file, a bad PEM or a key that does not
 belong to the certificate stops the node with one line (StartupError) rather than a gRPC handshake failure for
@@ -7,6 +8,7 @@ every client later. Certificates are read once: rotating them means restarting t
 
 from __future__ import annotations
 
+import ssl
 from pathlib import Path
 
 import grpc
@@ -62,3 +64,17 @@ def server_credentials(settings: NodeSettings) -> grpc.ServerCredentials | None:
     return grpc.ssl_server_credentials(
         [(key_pem, chain)], root_certificates=client_ca, require_client_auth=settings.tls_client_auth == "require"
     )
+
+
+def server_ssl_context(settings: NodeSettings) -> ssl.SSLContext | None:
+    """The Kafka listener's TLS, from the same files and client-certificate rule as the gRPC port (which
+    `server_credentials` has checked first). TLS 1.2 at least, as Kafka's default `ssl.enabled.protocols`."""
+    if not settings.tls_cert_file:
+        return None
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    context.load_cert_chain(settings.tls_cert_file, settings.tls_key_file)
+    if settings.tls_client_ca_file:
+        context.load_verify_locations(settings.tls_client_ca_file)
+        context.verify_mode = ssl.CERT_REQUIRED if settings.tls_client_auth == "require" else ssl.CERT_OPTIONAL
+    return context

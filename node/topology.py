@@ -16,6 +16,11 @@ from pathlib import Path
 
 from groupcoord.errors import StartupError, UserError
 
+# A peers entry's optional Kafka address starts with this (`@kafka=host:port`); the untagged `@host:port` is the
+# gRPC client address, as before the Kafka listener.
+KAFKA_TAG = "kafka="
+PEER_FORM = "id=host:port:raft_port[@client_host:client_port][@kafka=kafka_host:kafka_port]"
+
 
 def stable_hash(group_id: str) -> int:
     return int.from_bytes(hashlib.blake2b(group_id.encode(), digest_size=8).digest(), "big")
@@ -29,13 +34,16 @@ def partition_for(group_id: str, partitions: int) -> int:
 class Peer:
     """A node of the cluster: other nodes reach it at host:port (partition k's Raft at host:raft_port+k);
     clients are told `client_host:client_port`, which is host:port unless the peers entry advertises another
-    address (published container ports, NAT)."""
+    address (published container ports, NAT). `kafka`: the address Kafka clients are told for it, when its entry
+    gives one (nodes whose Kafka ports are published at different ports); None: the Kafka listener's own rule
+    (node/kafka/apis.py, `broker`)."""
 
     node_id: int
     host: str
     port: int
     raft_port: int
     advertised: tuple[str, int] | None = None
+    kafka: tuple[str, int] | None = None
 
     @property
     def client_host(self) -> str:
@@ -57,7 +65,8 @@ class Peer:
 def format_peer(peer: Peer) -> str:
     """The peer in `peers` form, `parse_peers`'s inverse: what membership entries carry (raft/partition.py)."""
     text = f"{peer.node_id}={_bracket(peer.host)}:{peer.port}:{peer.raft_port}"
-    return text + (f"@{_bracket(peer.advertised[0])}:{peer.advertised[1]}" if peer.advertised else "")
+    text += f"@{_bracket(peer.advertised[0])}:{peer.advertised[1]}" if peer.advertised else ""
+    return text + (f"@{KAFKA_TAG}{_bracket(peer.kafka[0])}:{peer.kafka[1]}" if peer.kafka else "")
 
 
 def _bracket(host: str) -> str:
@@ -71,25 +80,42 @@ def _host_port(text: str) -> tuple[str, int]:
 
 def parse_peers(text: str) -> list[Peer]:
     """`1=10.0.0.1:50051:60051,2=...` -> peers (node id = host : client port : first Raft port), each optionally
-    followed by `@client_host:client_port`, the address clients are given for that node."""
+    followed by `@client_host:client_port`, the address gRPC clients are given for that node, and by
+    `@kafka=kafka_host:kafka_port`, the address Kafka clients are given (either, both, in either order)."""
     peers: list[Peer] = []
     for item in filter(None, (part.strip() for part in text.split(","))):
         try:
             node, _, rest = item.partition("=")
-            address, _, client = rest.partition("@")
+            address, *suffixes = rest.split("@")
             host, port, raft_port = address.rsplit(":", 2)
-            advertised = _host_port(client) if client or "@" in rest else None
-            peer = Peer(int(node), host.strip("[]"), int(port), int(raft_port), advertised)
+            advertised, kafka = _advertised(suffixes)
+            peer = Peer(int(node), host.strip("[]"), int(port), int(raft_port), advertised, kafka)
         except ValueError:
-            raise UserError(f"peers: expected id=host:port:raft_port[@client_host:client_port], got {item!r}") from None
-        ports = [peer.port, peer.raft_port] + ([advertised[1]] if advertised else [])
-        if not host or (advertised and not advertised[0]) or not all(0 < p < 65_536 for p in ports):
+            raise UserError(f"peers: expected {PEER_FORM}, got {item!r}") from None
+        extra = [a for a in (advertised, kafka) if a is not None]
+        ports = [peer.port, peer.raft_port, *(a[1] for a in extra)]
+        if not host or not all(a[0] for a in extra) or not all(0 < p < 65_536 for p in ports):
             raise UserError(f"peers: bad address in {item!r}")
         peers.append(peer)
     ids = [p.node_id for p in peers]
     if len(set(ids)) != len(ids):
         raise UserError("peers: a node id is listed twice")
     return peers
+
+
+def _advertised(suffixes: list[str]) -> tuple[tuple[str, int] | None, tuple[str, int] | None]:
+    """The `@...` parts of a peers entry: (gRPC client address, Kafka address); ValueError for a repeated, unknown
+    or malformed one."""
+    advertised: tuple[str, int] | None = None
+    kafka: tuple[str, int] | None = None
+    for suffix in suffixes:
+        if suffix.startswith(KAFKA_TAG) and kafka is None:
+            kafka = _host_port(suffix.removeprefix(KAFKA_TAG))
+        elif "=" not in suffix and advertised is None:
+            advertised = _host_port(suffix)
+        else:
+            raise ValueError(suffix)
+    return advertised, kafka
 
 
 def check_partition_count(data_dir: Path, partitions: int, node_ids: list[int]) -> None:

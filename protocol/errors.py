@@ -43,6 +43,8 @@ class Errors(IntEnum):
     MEMBER_ID_REQUIRED = 79
     GROUP_MAX_SIZE_REACHED = 81
     FENCED_INSTANCE_ID = 82
+    # OffsetDelete: the group's members are subscribed to the partition's topic, so its offset stays.
+    GROUP_SUBSCRIBED_TO_TOPIC = 86
     UNSTABLE_OFFSET_COMMIT = 88
     # The group's JoinGroup rate is used up; retry after the response's throttle_time_ms.
     THROTTLING_QUOTA_EXCEEDED = 89

@@ -56,6 +56,13 @@ class RemovalCause(StrEnum):
     PENDING_JOINED = "pending_joined"
 
 
+class OffsetsRemovalCause(StrEnum):
+    """Why committed offsets were removed (OffsetsExpired)."""
+
+    RETENTION = "retention"
+    OFFSET_DELETE = "offset_delete"
+
+
 class Record:
     """Base of all record types; subclasses are frozen dataclasses registered with `@record`."""
 
@@ -216,14 +223,17 @@ class OffsetsCommitted(GroupRecord):
     time_ms: int
 
 
-@record(11)
+@record(11, version=2)
 @dataclass(frozen=True, slots=True)
 class OffsetsExpired(GroupRecord):
-    """Retention: each (topic, partition) is removed only if it was last committed at `commit_time_ms`."""
+    """Offsets removed, by retention or by OffsetDelete (`cause`, added in version 2: a node of version 1 applies an
+    OffsetDelete's removal as it applies retention's, so replicas agree during a rolling upgrade). Each (topic,
+    partition) is removed only if it was last committed at `commit_time_ms`."""
 
     group_id: str
     partitions: tuple[tuple[str, int, int], ...]
     time_ms: int
+    cause: str = OffsetsRemovalCause.RETENTION
 
 
 @record(12)

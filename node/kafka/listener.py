@@ -13,12 +13,15 @@ import asyncio
 import logging
 import struct
 import time
-from typing import Any, NoReturn
+from ssl import SSLContext
+from typing import Any
 
-import grpc
-
-from groupcoord.node.kafka.apis import UNSUPPORTED_VERSION, KafkaApis, api_keys
+from groupcoord.node.kafka.apis import KafkaApis, api_keys
+from groupcoord.node.kafka.common import UNSUPPORTED_VERSION, KafkaConnection, KafkaRequestContext, RequestFailed
+from groupcoord.node.kafka.metrics import KafkaMetrics
+from groupcoord.node.kafka.sasl import SASL_APIS, Sasl
 from groupcoord.node.logs import LogBudget, fields
+from groupcoord.protocol.errors import Errors
 from groupcoord.protocol.kafka.codec import API_VERSIONS_KEY, APIS, MalformedFrame, read_request, write_response
 
 log = logging.getLogger(__name__)
@@ -26,49 +29,43 @@ log = logging.getLogger(__name__)
 _LENGTH = struct.Struct(">i")
 # Requests read ahead of their responses on one connection; the reader waits beyond this (back pressure).
 MAX_IN_FLIGHT = 64
+# A TLS client that has not finished its handshake by then is disconnected.
+HANDSHAKE_TIMEOUT_S = 10.0
 # Connection-level log lines per second, at most.
 LOG_PER_S = 10
 
 
-class RequestFailed(Exception):
-    """The request layer gave up on a request (its `abort`): the connection is closed, as a broker does."""
-
-
-class KafkaRequestContext:
-    """The request layer's view of one Kafka request (node/service.py `Context`): who sent it and from where.
-    Kafka's plaintext listener has no credentials: such a caller is anonymous to the ACL."""
-
-    __slots__ = ("_peer", "client_id")
-
-    def __init__(self, peer: str, client_id: str) -> None:
-        self._peer = peer
-        self.client_id = client_id
-
-    def peer(self) -> str:
-        return self._peer
-
-    def invocation_metadata(self) -> tuple[()]:
-        return ()
-
-    def auth_context(self) -> dict[str, list[bytes]]:
-        return {}
-
-    async def abort(self, code: grpc.StatusCode, details: str) -> NoReturn:
-        raise RequestFailed(f"{code.name}: {details}")
-
-
 class KafkaListener:
-    def __init__(self, apis: KafkaApis, max_frame_bytes: int, max_connections: int) -> None:
+    def __init__(
+        self,
+        apis: KafkaApis,
+        max_frame_bytes: int,
+        max_connections: int,
+        metrics: KafkaMetrics | None = None,
+        ssl: SSLContext | None = None,
+        sasl: Sasl | None = None,
+    ) -> None:
         self._apis = apis
+        self._metrics = metrics
+        self._ssl = ssl
+        self._sasl = sasl
         self._max_frame_bytes = max_frame_bytes
         self._max_connections = max_connections
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.Task[None]] = set()
-        self._log = LogBudget(LOG_PER_S)
+        # One budget per kind of line, so that a client repeating one thing cannot silence the others.
+        self._budgets: dict[str, LogBudget] = {}
 
     async def start(self, host: str, port: int) -> int:
         """Binds; returns the port (the one asked for, or the one picked for port 0)."""
-        self._server = await asyncio.start_server(self._accept, host, port, reuse_address=True)
+        self._server = await asyncio.start_server(
+            self._accept,
+            host,
+            port,
+            reuse_address=True,
+            ssl=self._ssl,
+            ssl_handshake_timeout=HANDSHAKE_TIMEOUT_S if self._ssl else None,
+        )
         return int(self._server.sockets[0].getsockname()[1])
 
     async def stop(self) -> None:
@@ -104,17 +101,29 @@ class KafkaListener:
             writer.close()
             return
         self._connections.add(task)
+        connection = KafkaConnection(
+            peer, _common_name(writer.get_extra_info("peercert")), self._sasl.session() if self._sasl else None
+        )
+        if self._metrics is not None:
+            self._metrics.on_connection(1)
         try:
-            await self._serve(reader, writer, peer)
+            await self._serve(reader, writer, connection)
         except asyncio.CancelledError:
             pass
         finally:
             self._connections.discard(task)
             writer.close()
+            if self._metrics is not None:
+                self._metrics.on_connection(-1)
+                if connection.software is not None:
+                    self._metrics.on_client_software(connection.software, -1)
 
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, peer: str) -> None:
+    async def _serve(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, connection: KafkaConnection
+    ) -> None:
+        peer = connection.peer
         answers: asyncio.Queue[asyncio.Task[bytes | None] | None] = asyncio.Queue(MAX_IN_FLIGHT)
-        sender = asyncio.ensure_future(self._send(answers, writer, peer))
+        sender = asyncio.ensure_future(self._send(answers, writer, connection))
         try:
             while not sender.done():
                 try:
@@ -133,7 +142,7 @@ class KafkaListener:
                     frame = await reader.readexactly(length)
                 except (asyncio.IncompleteReadError, ConnectionError):
                     break
-                task = self._dispatch(frame, peer)
+                task = self._dispatch(frame, connection)
                 if task is None:
                     break
                 await answers.put(task)
@@ -146,35 +155,53 @@ class KafkaListener:
                 if pending is not None:
                     pending.cancel()
 
-    def _dispatch(self, frame: bytes, peer: str) -> asyncio.Task[bytes | None] | None:
+    def _dispatch(self, frame: bytes, connection: KafkaConnection) -> asyncio.Task[bytes | None] | None:
         """Starts serving one request; None when the connection must be closed instead."""
+        peer = connection.peer
         try:
             request = read_request(frame)
         except MalformedFrame as exc:
             self._note("kafka.malformed_request", peer, str(exc))
             return None
+        sasl = connection.sasl
+        if sasl is not None and not sasl.authenticated and request.api_key not in SASL_APIS:
+            # Kafka's rule: before SASL succeeds, a connection may only ask for the API versions and authenticate.
+            self._note("kafka.unauthenticated_request", peer, f"api key {request.api_key} before SASL authentication")
+            return None
+        if sasl is not None and sasl.failed:
+            return None
         if request.body is None:
             if request.api_key == API_VERSIONS_KEY:
                 # Kafka's rule: an ApiVersions version the broker does not know is answered at v0, with the list.
                 values = {"error_code": UNSUPPORTED_VERSION, "api_keys": api_keys(), "throttle_time": 0}
+                if self._metrics is not None:
+                    self._metrics.on_response(API_VERSIONS_KEY, request.api_version, values)
                 frame_out = write_response(API_VERSIONS_KEY, 0, request.correlation_id, values)
                 return asyncio.ensure_future(_ready(frame_out))
             name = APIS[request.api_key][0] if request.api_key in APIS else f"api key {request.api_key}"
             self._note("kafka.unsupported_request", peer, f"{name} v{request.api_version} is not served")
             return None
-        context = KafkaRequestContext(peer, request.client_id or "")
+        context = KafkaRequestContext(connection, request.client_id or "")
         return asyncio.ensure_future(self._answer(request, context))
 
     async def _answer(self, request: Any, context: KafkaRequestContext) -> bytes | None:
         handler = self._apis.apis[request.api_key]
         values = await handler(request.api_version, request.body, context)
+        if self._metrics is not None:
+            self._metrics.on_response(request.api_key, request.api_version, values)
+        if request.api_key == API_VERSIONS_KEY and request.api_version >= 3 and values is not None:
+            self._identify(context, request.body, values["error_code"])
         if values is None:
             return None
         return write_response(request.api_key, request.api_version, request.correlation_id, values)
 
     async def _send(
-        self, answers: asyncio.Queue[asyncio.Task[bytes | None] | None], writer: asyncio.StreamWriter, peer: str
+        self,
+        answers: asyncio.Queue[asyncio.Task[bytes | None] | None],
+        writer: asyncio.StreamWriter,
+        connection: KafkaConnection,
     ) -> None:
+        peer = connection.peer
         while (task := await answers.get()) is not None:
             try:
                 frame = await task
@@ -191,12 +218,51 @@ class KafkaListener:
                 await writer.drain()
             except ConnectionError:
                 return
+            if connection.sasl is not None and connection.sasl.failed:
+                # A failed authentication is answered, then the connection is closed, as Kafka does.
+                self._note("kafka.authentication_failed", peer, connection.sasl.failure)
+                return
+
+    def _identify(self, context: KafkaRequestContext, body: Any, code: int) -> None:
+        """ApiVersions v3+ names the client software: counted by it while the connection lasts, and logged once."""
+        connection = context.connection
+        if code != Errors.NONE or connection.software is not None:
+            return
+        software = (body.client_software_name, body.client_software_version)
+        connection.software = self._metrics.on_client_software(software, 1) if self._metrics else software
+        skipped = self._budget("kafka.client").take(time.monotonic())
+        if skipped is not None:
+            log.info(
+                "kafka.client",
+                extra=fields(
+                    peer=connection.peer,
+                    client_id=context.client_id,
+                    software_name=software[0],
+                    software_version=software[1],
+                    not_logged_before=skipped,
+                ),
+            )
+
+    def _budget(self, event: str) -> LogBudget:
+        budget = self._budgets.get(event)
+        if budget is None:
+            budget = self._budgets[event] = LogBudget(LOG_PER_S)
+        return budget
 
     def _note(self, event: str, peer: str, why: str) -> None:
-        skipped = self._log.take(time.monotonic())
+        skipped = self._budget(event).take(time.monotonic())
         if skipped is not None:
             log.warning(event, extra=fields(peer=peer, why=why, not_logged_before=skipped))
 
 
 async def _ready(frame: bytes) -> bytes:
     return frame
+
+
+def _common_name(certificate: dict[str, Any] | None) -> str:
+    """The CN of the client certificate the TLS handshake verified (mutual TLS); "" without one."""
+    for entry in (certificate or {}).get("subject", ()):
+        for key, value in entry:
+            if key == "commonName":
+                return str(value)
+    return ""

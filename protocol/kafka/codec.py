@@ -27,6 +27,8 @@ from kio.schema.response_header.v1.header import ResponseHeader as ResponseHeade
 from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import i32Timedelta, i64Timedelta
 
+from groupcoord.protocol.kafka.tags import read_skipping_unknown_tags
+
 API_VERSIONS_KEY = 18
 # api key -> (name, lowest, highest version served). Only versions the client tests exercise are advertised; kio
 # knows the others, but a version nobody has tried is a version nobody has checked.
@@ -35,17 +37,22 @@ APIS: dict[int, tuple[str, int, int]] = {
     1: ("Fetch", 4, 16),
     2: ("ListOffsets", 1, 7),
     3: ("Metadata", 0, 13),
-    8: ("OffsetCommit", 2, 9),
-    9: ("OffsetFetch", 1, 9),
+    8: ("OffsetCommit", 2, 10),
+    9: ("OffsetFetch", 1, 10),
     10: ("FindCoordinator", 0, 6),
     11: ("JoinGroup", 0, 9),
     12: ("Heartbeat", 0, 4),
     13: ("LeaveGroup", 0, 5),
     14: ("SyncGroup", 0, 5),
-    15: ("DescribeGroups", 0, 5),
-    16: ("ListGroups", 0, 4),
+    15: ("DescribeGroups", 0, 6),
+    16: ("ListGroups", 0, 5),
+    17: ("SaslHandshake", 1, 1),
     18: ("ApiVersions", 0, 3),
+    19: ("CreateTopics", 2, 7),
+    20: ("DeleteTopics", 1, 6),
+    36: ("SaslAuthenticate", 0, 2),
     42: ("DeleteGroups", 0, 2),
+    47: ("OffsetDelete", 0, 0),
 }
 _HEAD = struct.Struct(">hhi")
 _LENGTH = struct.Struct(">i")
@@ -75,13 +82,77 @@ def read_request(frame: bytes) -> Request:
     if schema is None:
         return Request(api_key, version, correlation_id, None, None)
     try:
-        header, used = entity_reader(schema.__header_schema__)(frame, 0)
-        # Bytes after the request are ignored, as Kafka's own parser does: librdkafka 2.16's Metadata v13 request
-        # for all topics carries three.
-        body, _ = entity_reader(schema)(frame, used)
-    except Exception as exc:  # kio's native reader raises ValueError, KeyError, IndexError, UnicodeDecodeError...
-        raise MalformedFrame(f"{APIS[api_key][0]} v{version}: {exc.__class__.__name__}: {exc}") from None
+        header, body = _read(schema, frame, native=True)
+    except Exception:  # kio's native reader raises ValueError, KeyError, IndexError, UnicodeDecodeError...
+        try:
+            # Most likely a tagged field this version does not know, which Kafka's rule says to skip.
+            header, body = _read(schema, frame, native=False)
+        except Exception as exc:
+            raise MalformedFrame(f"{APIS[api_key][0]} v{version}: {exc.__class__.__name__}: {exc}") from None
     return Request(api_key, version, correlation_id, header.client_id, body)
+
+
+def _read(schema: Any, frame: bytes, native: bool) -> tuple[Any, Any]:
+    header_schema = schema.__header_schema__
+    if native:
+        header, used = entity_reader(header_schema)(frame, 0)  # kio's readers answer the bytes they read
+        body, _ = entity_reader(schema)(frame, used)
+    else:
+        header, end = read_skipping_unknown_tags(header_schema, frame, 0, is_request_header=True)
+        body, _ = read_skipping_unknown_tags(schema, frame, end)
+    # Bytes after the request are ignored, as Kafka's own parser does: librdkafka 2.16's Metadata v13 request for
+    # all topics carries three.
+    _check_nulls(body)
+    return header, body
+
+
+def _check_nulls(entity: Any) -> None:
+    """kio reads a null array or string wherever the wire has one; Kafka's parser refuses it where the schema says
+    the field is not nullable, and so does this (the handlers may then rely on the schema)."""
+    for name, nested in _non_nullable(type(entity)):
+        value = getattr(entity, name)
+        if value is None:
+            raise ValueError(f"{type(entity).__name__}.{name} is null, which the schema does not allow")
+        if nested:
+            for item in value if isinstance(value, tuple) else (value,):
+                _check_nulls(item)
+    for name in _nullable_structs(type(entity)):
+        value = getattr(entity, name)
+        if value is not None:
+            for item in value if isinstance(value, tuple) else (value,):
+                _check_nulls(item)
+
+
+@cache
+def _non_nullable(schema: Any) -> tuple[tuple[str, bool], ...]:
+    """(field, holds structs) for every field of `schema` that may not be null."""
+    hints = _hints(schema)
+    return tuple(
+        (f.name, _struct_of(hints[f.name]) is not None)
+        for f in dataclasses.fields(schema)
+        if not _nullable(hints[f.name])
+    )
+
+
+@cache
+def _nullable_structs(schema: Any) -> tuple[str, ...]:
+    hints = _hints(schema)
+    return tuple(
+        f.name for f in dataclasses.fields(schema) if _nullable(hints[f.name]) and _struct_of(hints[f.name]) is not None
+    )
+
+
+def _nullable(hint: Any) -> bool:
+    return isinstance(hint, types.UnionType) and type(None) in typing.get_args(hint)
+
+
+def _struct_of(hint: Any) -> Any:
+    """The struct type a field holds (alone or in an array), else None."""
+    if isinstance(hint, types.UnionType):
+        hint = next(arg for arg in typing.get_args(hint) if arg is not type(None))
+    if typing.get_origin(hint) is tuple:
+        hint = typing.get_args(hint)[0]
+    return hint if dataclasses.is_dataclass(hint) else None
 
 
 @cache

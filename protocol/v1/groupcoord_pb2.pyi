@@ -359,6 +359,50 @@ class OffsetFetchResponse(_message.Message):
     error_message: str
     def __init__(self, error_code: _Optional[int] = ..., topics: _Optional[_Iterable[_Union[OffsetFetchResponse.Topic, _Mapping]]] = ..., error_message: _Optional[str] = ...) -> None: ...
 
+class OffsetDeleteRequest(_message.Message):
+    __slots__ = ("group_id", "topics")
+    class Topic(_message.Message):
+        __slots__ = ("name", "partitions")
+        NAME_FIELD_NUMBER: _ClassVar[int]
+        PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+        name: str
+        partitions: _containers.RepeatedCompositeFieldContainer[OffsetDeleteRequest.Partition]
+        def __init__(self, name: _Optional[str] = ..., partitions: _Optional[_Iterable[_Union[OffsetDeleteRequest.Partition, _Mapping]]] = ...) -> None: ...
+    class Partition(_message.Message):
+        __slots__ = ("partition_index",)
+        PARTITION_INDEX_FIELD_NUMBER: _ClassVar[int]
+        partition_index: int
+        def __init__(self, partition_index: _Optional[int] = ...) -> None: ...
+    GROUP_ID_FIELD_NUMBER: _ClassVar[int]
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    group_id: str
+    topics: _containers.RepeatedCompositeFieldContainer[OffsetDeleteRequest.Topic]
+    def __init__(self, group_id: _Optional[str] = ..., topics: _Optional[_Iterable[_Union[OffsetDeleteRequest.Topic, _Mapping]]] = ...) -> None: ...
+
+class OffsetDeleteResponse(_message.Message):
+    __slots__ = ("error_code", "error_message", "topics")
+    class Partition(_message.Message):
+        __slots__ = ("partition_index", "error_code")
+        PARTITION_INDEX_FIELD_NUMBER: _ClassVar[int]
+        ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+        partition_index: int
+        error_code: int
+        def __init__(self, partition_index: _Optional[int] = ..., error_code: _Optional[int] = ...) -> None: ...
+    class Topic(_message.Message):
+        __slots__ = ("name", "partitions")
+        NAME_FIELD_NUMBER: _ClassVar[int]
+        PARTITIONS_FIELD_NUMBER: _ClassVar[int]
+        name: str
+        partitions: _containers.RepeatedCompositeFieldContainer[OffsetDeleteResponse.Partition]
+        def __init__(self, name: _Optional[str] = ..., partitions: _Optional[_Iterable[_Union[OffsetDeleteResponse.Partition, _Mapping]]] = ...) -> None: ...
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    TOPICS_FIELD_NUMBER: _ClassVar[int]
+    error_code: int
+    error_message: str
+    topics: _containers.RepeatedCompositeFieldContainer[OffsetDeleteResponse.Topic]
+    def __init__(self, error_code: _Optional[int] = ..., error_message: _Optional[str] = ..., topics: _Optional[_Iterable[_Union[OffsetDeleteResponse.Topic, _Mapping]]] = ...) -> None: ...
+
 class DescribeGroupsRequest(_message.Message):
     __slots__ = ("group_ids",)
     GROUP_IDS_FIELD_NUMBER: _ClassVar[int]

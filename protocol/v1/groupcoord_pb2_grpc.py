@@ -84,6 +84,11 @@ class GroupCoordinatorStub:
                 request_serializer=groupcoord_dot_protocol_dot_v1_dot_groupcoord__pb2.OffsetFetchRequest.SerializeToString,
                 response_deserializer=groupcoord_dot_protocol_dot_v1_dot_groupcoord__pb2.OffsetFetchResponse.FromString,
                 _registered_method=True)
+        self.OffsetDelete = channel.unary_unary(
+                '/groupcoord.v1.GroupCoordinator/OffsetDelete',
+                request_serializer=groupcoord_dot_protocol_dot_v1_dot_groupcoord__pb2.OffsetDeleteRequest.SerializeToString,
+                response_deserializer=groupcoord_dot_protocol_dot_v1_dot_groupcoord__pb2.OffsetDeleteResponse.FromString,
+                _registered_method=True)
         self.DescribeGroups = channel.unary_unary(
                 '/groupcoord.v1.GroupCoordinator/DescribeGroups',
                 request_serializer=groupcoord_dot_protocol_dot_v1_dot_groupcoord__pb2.DescribeGroupsRequest.SerializeToString,
@@ -206,6 +211,15 @@ class GroupCoordinatorServicer:
 
     def OffsetFetch(self, request, context):
         """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def OffsetDelete(self, request, context):
+        """Kafka's OffsetDelete (v0): removes committed offsets of a group. An Empty group loses the offsets named; a live
+        "consumer" group keeps those of topics its members subscribe to (GROUP_SUBSCRIBED_TO_TOPIC per partition); a
+        live group of another protocol type refuses the request (NON_EMPTY_GROUP). Admin only.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -333,6 +347,11 @@ def add_GroupCoordinatorServicer_to_server(servicer, server):
                     servicer.OffsetFetch,
                     request_deserializer=groupcoord_dot_protocol_dot_v1_dot_groupcoord__pb2.OffsetFetchRequest.FromString,
                     response_serializer=groupcoord_dot_protocol_dot_v1_dot_groupcoord__pb2.OffsetFetchResponse.SerializeToString,
+            ),
+            'OffsetDelete': grpc.unary_unary_rpc_method_handler(
+                    servicer.OffsetDelete,
+                    request_deserializer=groupcoord_dot_protocol_dot_v1_dot_groupcoord__pb2.OffsetDeleteRequest.FromString,
+                    response_serializer=groupcoord_dot_protocol_dot_v1_dot_groupcoord__pb2.OffsetDeleteResponse.SerializeToString,
             ),
             'DescribeGroups': grpc.unary_unary_rpc_method_handler(
                     servicer.DescribeGroups,
@@ -655,6 +674,33 @@ class GroupCoordinator:
             '/groupcoord.v1.GroupCoordinator/OffsetFetch',
             groupcoord_dot_protocol_dot_v1_dot_groupcoord__pb2.OffsetFetchRequest.SerializeToString,
             groupcoord_dot_protocol_dot_v1_dot_groupcoord__pb2.OffsetFetchResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def OffsetDelete(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/groupcoord.v1.GroupCoordinator/OffsetDelete',
+            groupcoord_dot_protocol_dot_v1_dot_groupcoord__pb2.OffsetDeleteRequest.SerializeToString,
+            groupcoord_dot_protocol_dot_v1_dot_groupcoord__pb2.OffsetDeleteResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -98,6 +98,72 @@ def test_durability_both_modes_side_by_side() -> None:
     )
 
 
+@pytest.mark.timeout(120)
+def test_kafka_next_to_grpc() -> None:
+    """Over the Kafka listener and over gRPC in the same run: every figure there, counts as asked, the ratios the
+    run's own, and the order of Kafka and gRPC turned round in the second run."""
+    result = bench(
+        "kafka", "--ops", "20", "--in-flight", "4", "--duration", "1", "--groups", "2", "--members", "10",
+        "--runs", "2", timeout=110,
+    )  # fmt: skip
+    port = next(
+        int(f.split("=")[1]) for f in reversed(result["cluster"]["node_flags"]) if f.startswith("--kafka-port=")
+    )
+    assert port > 0
+    assert [run["commit_order"] for run in result["runs"]] == [
+        "kafka,grpc_unary,grpc_stream",
+        "grpc_unary,grpc_stream,kafka",
+    ]
+    assert [run["join_order"] for run in result["runs"]] == ["kafka,grpc", "grpc,kafka"]
+    for run in [*result["runs"], result["median"]]:
+        for transport in ("kafka", "grpc_unary", "grpc_stream"):
+            latency = run["commit_latency"][transport]
+            assert latency["ops"] == 20 and latency["ops_per_s"] > 0
+            ordered(latency["latency"], 20)
+            throughput = run["commit_throughput"][transport]
+            assert (throughput["in_flight"], throughput["groups"]) == (4, 2)
+            assert throughput["ops"] > 0 and throughput["ops_per_s"] > 0
+            assert sum(throughput["groups_per_partition"]) == sum(throughput["groups_per_leader"]) == 2
+            ordered(throughput["latency"], throughput["ops"])
+        for transport in ("kafka", "grpc"):
+            joined = run["join"][transport]
+            assert joined["state"] == "Stable" and joined["generation_id"] >= 1 and joined["seconds"] > 0
+            assert joined["members"] == joined["members_described"] == joined["members_with_assignment"] == 10
+        ratios = run["ratios"]
+        for grpc in ("kafka_to_grpc_unary", "kafka_to_grpc_stream"):
+            assert set(ratios[grpc]) == {
+                "commit_latency_p50", "commit_latency_p99", "commit_latency_ops_per_s",
+                "commit_throughput_ops_per_s", "commit_throughput_p50", "commit_throughput_p99",
+            }  # fmt: skip
+            assert all(r > 0 for r in ratios[grpc].values())
+        assert ratios["join_seconds_kafka_to_grpc"] > 0
+    run = result["runs"][0]
+    assert math.isclose(
+        run["ratios"]["kafka_to_grpc_unary"]["commit_latency_p50"],
+        run["commit_latency"]["kafka"]["latency"]["p50_ms"] / run["commit_latency"]["grpc_unary"]["latency"]["p50_ms"],
+        abs_tol=0.001,
+    )
+    assert math.isclose(
+        run["ratios"]["join_seconds_kafka_to_grpc"],
+        run["join"]["kafka"]["seconds"] / run["join"]["grpc"]["seconds"],
+        abs_tol=0.001,
+    )
+    targets = result["targets"]
+    assert set(targets) == {"commit_p50_kafka_to_grpc_unary", "join_seconds_kafka_to_grpc"}
+    for target in targets.values():
+        assert target["median_ratio"] > 0 and target["met"] == (target["median_ratio"] <= target["at_most"])
+
+
+def test_kafka_refuses_a_bootstrap_cluster() -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "groupcoord", "bench", "kafka", "--bootstrap", "127.0.0.1:1"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert out.returncode == 2 and "Kafka listener" in out.stderr
+
+
 @pytest.mark.timeout(60)
 def test_join() -> None:
     sizes = bench("join", "--members", "5,30")["runs"][0]["sizes"]

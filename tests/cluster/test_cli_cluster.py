@@ -9,13 +9,15 @@ import stat
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from pathlib import Path
 
 import grpc
 import pytest
+from confluent_kafka.admin import AdminClient
 from grpc_health.v1 import health_pb2
 
+from groupcoord import localcluster
 from groupcoord.localcluster import ClusterState, NodeEntry
 from groupcoord.protocol.errors import Errors
 from groupcoord.protocol.v1 import groupcoord_pb2 as pb
@@ -27,7 +29,7 @@ PARTITIONS = 4
 NODES_ERROR = "--nodes must be 3 to 5 (a Raft majority survives a failure), got 7"
 
 
-def _free_on_every_host(count: int, avoid: range = range(0)) -> int:
+def _free_on_every_host(count: int, avoid: Collection[int] = ()) -> int:
     """A base port with `count` ports after it free on all three loopback hosts."""
     while True:
         with socket.socket() as s:
@@ -103,16 +105,31 @@ def _settled_status(cluster_dir: Path) -> dict:
         time.sleep(0.2)
 
 
+def _kafka_brokers(bootstrap: str) -> list[tuple[int, str, int]]:
+    """The brokers of a Kafka Metadata answer, through librdkafka (what a Kafka client is told)."""
+    admin = AdminClient({"bootstrap.servers": bootstrap, "socket.timeout.ms": 10_000})
+    metadata = admin.list_topics(timeout=10)
+    return sorted((b.id, b.host, b.port) for b in metadata.brokers.values())
+
+
 def test_up_status_down_and_restart(cluster_dir: Path):
     base = _free_on_every_host(1)
     raft_base = _free_on_every_host(PARTITIONS, avoid=range(base, base + 1))
+    kafka = _free_on_every_host(1, avoid=[base, *range(raft_base, raft_base + PARTITIONS)])
     flags = ["--dir", str(cluster_dir), "--base-port", str(base), "--raft-base-port", str(raft_base)]
-    up = _cli("up", "--nodes", "3", "--partitions", str(PARTITIONS), "--json", "--timeout", "30", *flags)
+    up = _cli(
+        "up", "--nodes", "3", "--partitions", str(PARTITIONS), "--json", "--timeout", "30", *flags,
+        "--kafka-base-port", str(kafka),
+    )  # fmt: skip
     assert up.returncode == 0, up.stderr
     shown = json.loads(up.stdout)
     addresses = [n["address"] for n in shown["nodes"]]
     assert addresses == [f"{h}:{base}" for h in HOSTS]
     assert [n["raft_ports"] for n in shown["nodes"]] == [[raft_base, raft_base + PARTITIONS - 1]] * 3
+    kafka_addresses = [n["kafka_address"] for n in shown["nodes"]]
+    assert kafka_addresses == [f"{h}:{kafka}" for h in HOSTS]
+    # Node 1's Metadata names every node at the address `up` printed for it.
+    assert _kafka_brokers(kafka_addresses[0]) == [(i + 1, h, kafka) for i, h in enumerate(HOSTS)]
 
     state = json.loads((cluster_dir / "state.json").read_text())
     pids = [n["pid"] for n in state["nodes"]]
@@ -134,6 +151,10 @@ def test_up_status_down_and_restart(cluster_dir: Path):
     described = _settled_status(cluster_dir)
     assert [n["health"] for n in described["nodes"]] == ["SERVING"] * 3
     assert [n["pid"] for n in described["nodes"]] == pids
+    assert [n["kafka_address"] for n in described["nodes"]] == kafka_addresses
+    table = _cli("status", "--dir", str(cluster_dir))
+    assert "KAFKA" in table.stdout.splitlines()[1] and all(a in table.stdout for a in kafka_addresses), table.stdout
+    assert f"Kafka clients: bootstrap.servers={','.join(kafka_addresses)}" in table.stdout.splitlines()
     assert [p["partition"] for p in described["cluster"]["partitions"]] == list(range(PARTITIONS))
     # `up` waited for leadership to spread: partition k on node k % 3 + 1 (node/balance.py).
     assert [p["leader"] for p in described["cluster"]["partitions"]] == [k % 3 + 1 for k in range(PARTITIONS)]
@@ -152,6 +173,7 @@ def test_up_status_down_and_restart(cluster_dir: Path):
     assert restarted.returncode == 0, restarted.stderr
     assert "restarting" in restarted.stderr
     assert [n["address"] for n in json.loads(restarted.stdout)["nodes"]] == addresses
+    assert [n["kafka_address"] for n in json.loads(restarted.stdout)["nodes"]] == kafka_addresses
     new_pids = [n["pid"] for n in json.loads(restarted.stdout)["nodes"]]
     assert _cli("down", "--dir", str(cluster_dir)).returncode == 0
     assert all(_gone(pid) for pid in new_pids)
@@ -163,6 +185,46 @@ def test_node_count_outside_3_to_5_is_a_one_line_error(tmp_path: Path):
     assert result.returncode == 2
     assert result.stderr.splitlines() == [f"groupcoord: error: {NODES_ERROR}"]
     assert not (tmp_path / "c").exists()
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--base-port", "50051", "--kafka-base-port", "50051"], "--kafka-base-port 50051 collides"),
+        (["--kafka-base-port", "70000"], "--kafka-base-port 70000 collides with another port or is out of range"),
+        (["--", "--kafka-port=9092"], "--kafka-port is set by `cluster up`"),
+    ],
+    ids=["same-as-base-port", "out-of-range", "as-a-node-flag"],
+)
+def test_a_bad_kafka_port_is_refused_before_anything_starts(tmp_path: Path, flags: list[str], message: str):
+    result = _cli("up", "--dir", str(tmp_path / "c"), *flags)
+    assert result.returncode == 2 and message in result.stderr and "Traceback" not in result.stderr, result.stderr
+    assert not (tmp_path / "c").exists()
+
+
+def test_the_kafka_client_settings_up_and_status_print(tmp_path: Path):
+    """What `up` and `status` tell Kafka clients: every node's listener, and with --tls the TLS settings, client
+    certificate included since the nodes require one. No processes: `up --tls` alone takes ~10 s; test_demo.py runs
+    it, and tests/e2e/test_tls.py connects a Kafka client to a TLS node."""
+    nodes = [
+        NodeEntry(i, h, 50051, 25051, str(tmp_path / f"n{i}"), "log", kafka_port=9092) for i, h in enumerate(HOSTS, 1)
+    ]
+    state = ClusterState(str(tmp_path), 1, nodes, str(tmp_path / "cluster-secret"))
+    servers = "bootstrap.servers=127.0.0.1:9092,127.0.0.2:9092,127.0.0.3:9092"
+    assert localcluster._kafka_clients(state) == f"Kafka clients: {servers}"
+    state.tls_dir = str(tmp_path / "tls")
+    tls = (
+        f"ssl.ca.location={tmp_path}/tls/ca.pem ssl.certificate.location={tmp_path}/tls/admin.pem "
+        f"ssl.key.location={tmp_path}/tls/admin-key.pem"
+    )
+    assert localcluster._kafka_clients(state) == f"Kafka clients: {servers} security.protocol=SSL {tls}"
+    state.node_args = ["--acl-file=acl.toml", "--kafka-sasl-mechanisms", "SCRAM-SHA-256,PLAIN"]
+    sasl = localcluster._kafka_clients(state)
+    assert sasl.startswith(
+        f"Kafka clients: {servers} security.protocol=SASL_SSL {tls} sasl.mechanism=SCRAM-SHA-256 (or PLAIN), "
+    )
+    state.tls_dir = ""
+    assert "security.protocol=SASL_PLAINTEXT sasl.mechanism=" in localcluster._kafka_clients(state)
 
 
 def test_bad_extra_node_flag_is_refused_before_anything_starts(tmp_path: Path):

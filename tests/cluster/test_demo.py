@@ -32,7 +32,13 @@ def test_the_demo_runs_end_to_end_without_a_rebalance(flags: list[str]):
     assert "-> no rebalance: every worker still owns its partitions in generation 1" in out
     assert "demo   Stable" in out
     assert "removed" in out.splitlines()[-1]
+    # `cluster up` and `cluster status` print where Kafka clients connect; with --tls, over TLS.
+    kafka = "Kafka clients: bootstrap.servers=127.0.0.1:9192,127.0.0.2:9192,127.0.0.3:9192"
+    assert len([line for line in out.splitlines() if line.startswith(kafka)]) == 2, out
     if flags:
         assert "TLS with client certificates required" in out
         assert "--ca-file" in out and "--cert-file" in out
+        assert f"{kafka} security.protocol=SSL ssl.ca.location=" in out
+    else:
+        assert f"{kafka}\n" in out
     print(f"demo took {elapsed:.1f} s")

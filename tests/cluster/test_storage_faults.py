@@ -432,6 +432,7 @@ def start_on(data_dir: Path) -> str:
         [
             *(sys.executable, "-m", "groupcoord", "node", "--host=127.0.0.3", "--port=0", "--partitions=1"),
             f"--data-dir={data_dir}",
+            "--kafka-port=-1",
         ],
         capture_output=True,
         text=True,

@@ -28,7 +28,8 @@ SESSION_MS = 6_000
 
 class Cluster:
     def __init__(self, tmp: Path, *flags: str, size: int = 3) -> None:
-        self.tmp, self.flags = tmp, flags  # flags: extra node flags, e.g. --metrics-port=0
+        # flags: extra node flags, e.g. --metrics-port=0; the Kafka listener is off unless they set --kafka-port.
+        self.tmp, self.flags = tmp, flags
         self.size = size
         self.hosts = [f"127.0.0.{i + 1}" for i in range(size)]
         taken: set[int] = set()
@@ -57,7 +58,7 @@ class Cluster:
             f"--node-id={i + 1}", f"--host={self.hosts[i]}", f"--port={self.ports[i]}",
             f"--peers={self.peers}", f"--partitions={PARTITIONS}", f"--data-dir={self.tmp / f'data{i + 1}'}",
             "--group-min-session-timeout-ms=1000", "--group-initial-rebalance-delay-ms=0",
-            "--log-format=json", "--shutdown-grace-ms=1000", *self.flags,
+            "--log-format=json", "--shutdown-grace-ms=1000", "--kafka-port=-1", *self.flags,
         ]  # fmt: skip
         env = {**os.environ, "GROUPCOORD_CLUSTER_SECRET": SECRET}
         with log_path.open("ab") as log:

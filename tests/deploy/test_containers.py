@@ -1,7 +1,8 @@
 """The container deployment for real: the image deploy/build-image made, the root docker-compose.yml brought up by
 testcontainers (Docker Compose v2, Ryuk off: it cannot be pulled here), SDK members on the host talking to the
-published ports. A coordinator container is killed during a rebalance; the whole cluster is restarted on its
-volumes. Needs a Docker engine and the image (`.ci/run` starts dockerd and runs deploy/build-image).
+published ports, and a Kafka client asking for Metadata through them. A coordinator container is killed during a
+rebalance; the whole cluster is restarted on its volumes. Needs a Docker engine and the image (`.ci/run` starts
+dockerd and runs deploy/build-image).
 
 Container traffic stays on the compose project's own network and 127.0.0.1: the file publishes on loopback only.
 """
@@ -21,6 +22,7 @@ from pathlib import Path
 
 import grpc
 import pytest
+from confluent_kafka.admin import AdminClient
 
 os.environ["TESTCONTAINERS_RYUK_DISABLED"] = "true"  # before testcontainers reads its configuration
 
@@ -38,6 +40,7 @@ IMAGE = "groupcoord:latest"
 NODES = 3
 CLIENT_PORTS = [50051 + i for i in range(NODES)]
 METRICS_PORTS = [9464 + i for i in range(NODES)]
+KAFKA_PORTS = [9092 + i for i in range(NODES)]
 BOOTSTRAP = [f"127.0.0.1:{port}" for port in CLIENT_PORTS]
 GROUP, TOPIC, PARTITIONS = "containers", "orders", 6
 SESSION_MS = 6_000
@@ -55,7 +58,7 @@ def _require_engine_and_image() -> None:
         pytest.fail(f"no Docker engine ({info.stderr.strip()}): start dockerd (.ci/run does)", pytrace=False)
     if _docker("image", "inspect", IMAGE).returncode != 0:
         pytest.fail(f"no {IMAGE} image: build it with deploy/build-image", pytrace=False)
-    for port in CLIENT_PORTS + METRICS_PORTS:
+    for port in CLIENT_PORTS + METRICS_PORTS + KAFKA_PORTS:
         with socket.socket() as probe:
             if probe.connect_ex(("127.0.0.1", port)) == 0:
                 pytest.fail(f"127.0.0.1:{port} is taken; docker-compose.yml publishes it", pytrace=False)
@@ -182,6 +185,16 @@ async def _commit_round(members: list[GroupMember], offset: int, acked: dict[tup
         owned = member.assignment.partitions
         codes = await member.commit({tp: offset for tp in owned})
         acked.update({tp: offset for tp in owned if codes.get(tp) == Errors.NONE})
+
+
+def test_kafka_clients_are_told_every_node_at_its_published_port(cluster: DockerCompose) -> None:
+    """Each node's Kafka listener answers through its published port, and its Metadata names every node at the host
+    port that node is published on (the `@kafka=` addresses of GROUPCOORD_PEERS), not at its container port."""
+    expected = [(i + 1, "127.0.0.1", port) for i, port in enumerate(KAFKA_PORTS)]
+    for port in KAFKA_PORTS:
+        admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{port}"})
+        metadata = admin.list_topics(timeout=10)
+        assert sorted((b.id, b.host, b.port) for b in metadata.brokers.values()) == expected, port
 
 
 async def test_killing_the_coordinator_container_during_a_rebalance(cluster: DockerCompose) -> None:

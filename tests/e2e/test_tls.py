@@ -17,6 +17,8 @@ from pathlib import Path
 
 import grpc
 import pytest
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient, ClusterMetadata
 from cryptography import x509
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
@@ -39,6 +41,10 @@ CONNECT_S = 2.0
 # A client that cannot connect must say so within its connect timeout plus one retry round, never hang.
 FAIL_WITHIN_S = 10.0
 TOKEN = "s3cr3t-token-value"
+KAFKA_TIMEOUT_S = 10.0
+# A Kafka client the listener will not serve fails at once (connection closed, handshake failed), but librdkafka
+# retries until list_topics' timeout: a short one for the refused cases.
+KAFKA_REFUSED_S = 3.0
 
 
 def groupcoord(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -383,6 +389,63 @@ def test_bad_tls_settings_stop_the_node_with_one_line(pki: Path, other_pki: Path
     bad_ca = node_fails(f"--tls-cert-file={cert}", f"--tls-key-file={key}", f"--tls-client-ca-file={garbage}",
                         "--tls-client-auth=require")  # fmt: skip
     assert bad_ca.returncode == 1 and "tls_client_ca_file" in bad_ca.stderr
+
+
+# -- the Kafka listener over TLS -------------------------------------------------------------------------
+
+
+def kafka_metadata(address: str, **config: str) -> ClusterMetadata:
+    """A Kafka Metadata request through librdkafka; raises KafkaException when it gets no answer."""
+    admin = AdminClient({"bootstrap.servers": address, "socket.timeout.ms": 5000, **config})
+    return admin.list_topics(timeout=KAFKA_TIMEOUT_S)
+
+
+def kafka_refused(address: str, **config: str) -> None:
+    admin = AdminClient({"bootstrap.servers": address, "socket.timeout.ms": 5000, **config})
+    with pytest.raises(KafkaException):
+        admin.list_topics(timeout=KAFKA_REFUSED_S)
+
+
+def start_kafka_node(log: Path, pki: Path, mutual: bool) -> tuple[NodeProcess, str]:
+    """A TLS node with its Kafka listener on a port it picks; returns it and the listener's address."""
+    sec = security(pki, client="admin" if mutual else None)
+    node = start_node(log, *FAST, *server_flags(pki, mutual), "--kafka-port=0", security=sec)
+    [started] = [e for e in node.events() if e.get("event") == "node.started"]
+    assert started["tls"].startswith("on"), started
+    return node, started["kafka_address"]
+
+
+def ssl_config(ca: Path, client: tuple[Path, Path] | None = None) -> dict[str, str]:
+    config = {"security.protocol": "SSL", "ssl.ca.location": str(ca)}
+    if client is not None:
+        config |= {"ssl.certificate.location": str(client[0]), "ssl.key.location": str(client[1])}
+    return config
+
+
+def test_a_tls_node_answers_kafka_metadata_over_tls_only(pki: Path, other_pki: Path, tmp_path: Path):
+    """A TLS node serves its Kafka listener with the client port's certificate (Kafka's SSL); a plaintext Kafka
+    client, or one trusting another CA, gets no answer from it."""
+    node, kafka = start_kafka_node(tmp_path / "node.log", pki, mutual=False)
+    try:
+        host, port = kafka.rsplit(":", 1)
+        metadata = kafka_metadata(kafka, **ssl_config(pki / certs.CA_FILE))
+        assert [(b.id, b.host, b.port) for b in metadata.brokers.values()] == [(1, host, int(port))]
+        kafka_refused(kafka)  # PLAINTEXT, librdkafka's default
+        kafka_refused(kafka, **ssl_config(other_pki / certs.CA_FILE))
+    finally:
+        assert stop_node(node) == 0
+
+
+def test_with_mutual_tls_a_kafka_client_needs_a_certificate_of_the_ca(pki: Path, other_pki: Path, tmp_path: Path):
+    node, kafka = start_kafka_node(tmp_path / "node.log", pki, mutual=True)
+    try:
+        ca = pki / certs.CA_FILE
+        metadata = kafka_metadata(kafka, **ssl_config(ca, certs.client_cert(pki, "team-a")))
+        assert [b.id for b in metadata.brokers.values()] == [1]
+        kafka_refused(kafka, **ssl_config(ca))
+        kafka_refused(kafka, **ssl_config(ca, certs.client_cert(other_pki, "admin")))
+    finally:
+        assert stop_node(node) == 0
 
 
 async def test_a_stuck_handshake_does_not_hang_the_client(pki: Path):

@@ -18,7 +18,11 @@ def fuzz_node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FuzzNode]:
     of this package and stopped after them."""
     root = tmp_path_factory.mktemp("fuzz-node")
     process = start_node(
-        root / "node.log", f"--partitions={PARTITIONS}", f"--cluster-secret={SECRET}", f"--data-dir={root / 'data'}"
+        root / "node.log",
+        f"--partitions={PARTITIONS}",
+        f"--cluster-secret={SECRET}",
+        f"--data-dir={root / 'data'}",
+        "--kafka-port=0",
     )
     # Any reply the node sends is read: the targets judge the node, not the client's 4 MB default.
     channel = grpc.insecure_channel(process.address, options=[("grpc.max_receive_message_length", -1)])

@@ -161,6 +161,13 @@ def offset_fetch(groups: Pool, members: Pool, instances: Pool, most: int = BULK)
     return st.builds(pb.OffsetFetchRequest, group_id=text(groups), topics=repeated(topic), require_stable=st.booleans())
 
 
+def offset_delete(groups: Pool, members: Pool, instances: Pool, most: int = BULK) -> Strategy[Message]:
+    partition = st.builds(pb.OffsetDeleteRequest.Partition, partition_index=st.one_of(st.integers(0, 3), int32s))
+    many = bulk(lambda i: pb.OffsetDeleteRequest.Partition(partition_index=i), most)
+    topic = st.builds(pb.OffsetDeleteRequest.Topic, name=text(("t1", "t2")), partitions=listed(partition, many))
+    return st.builds(pb.OffsetDeleteRequest, group_id=text(groups), topics=repeated(topic))
+
+
 def describe_groups(groups: Pool, members: Pool, instances: Pool, most: int = BULK) -> Strategy[Message]:
     return st.builds(pb.DescribeGroupsRequest, group_ids=many_ids(groups, most))
 
@@ -243,6 +250,7 @@ BY_METHOD: dict[str, RequestStrategy] = {
     "OffsetCommit": offset_commit,
     "OffsetCommitStream": offset_commit_batch,
     "OffsetFetch": offset_fetch,
+    "OffsetDelete": offset_delete,
     "DescribeGroups": describe_groups,
     "ListGroups": list_groups,
     "DeleteGroups": delete_groups,

@@ -25,6 +25,11 @@ class FuzzNode:
     stub: pb_grpc.GroupCoordinatorStub
 
     @property
+    def kafka_port(self) -> int:
+        [started] = [e for e in self.process.events() if e.get("event") == "node.started"]
+        return int(started["kafka_address"].rsplit(":", 1)[1])
+
+    @property
     def raft_addresses(self) -> list[tuple[str, int]]:
         return [("127.0.0.1", self.raft_port + k) for k in range(PARTITIONS)]
 

@@ -55,6 +55,7 @@ CORE_CALLS = {
     "AddMembersToGroup": ("add", "add_members"),
     "OffsetCommit": ("commit", "offset_commit"),
     "OffsetFetch": ("fetch", "offset_fetch"),
+    "OffsetDelete": ("delete_offsets", "offset_delete"),
     "DescribeGroups": ("describe", "describe_groups"),
     "ListGroups": ("list", "list_groups"),
     "DeleteGroups": ("delete", "delete_groups"),
@@ -245,6 +246,11 @@ class HostileMachine(RuleBasedStateMachine):
         if method == "OffsetFetch":
             return pb.OffsetFetchRequest(
                 group_id=gid, topics=[pb.OffsetFetchRequest.Topic(name="t1", partition_indexes=[0])]
+            )
+        if method == "OffsetDelete":
+            partition = pb.OffsetDeleteRequest.Partition(partition_index=0)
+            return pb.OffsetDeleteRequest(
+                group_id=gid, topics=[pb.OffsetDeleteRequest.Topic(name="t1", partitions=[partition])]
             )
         if method == "AddMembersToGroup":
             return pb.AddMembersToGroupRequest(group_id=gid, group_instance_ids=["i9"])

@@ -5,52 +5,15 @@ own expectations."""
 from __future__ import annotations
 
 import asyncio
-import socket
 import threading
 import time
-from collections.abc import Iterator
-from pathlib import Path
 
-import pytest
 from confluent_kafka import Consumer, ConsumerGroupState, ConsumerGroupTopicPartitions, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from groupcoord.chaos.cluster import free_base
 from groupcoord.client.admin import Admin
 from tests.cluster.test_three_nodes import Cluster
-
-TOPIC = "orders"
-TOPIC_PARTITIONS = 12
-
-
-def _common_port(hosts: list[str]) -> int:
-    """One port free on every host: every node's Kafka listener uses the same port (node/kafka/apis.py)."""
-    taken: set[int] = set()
-    while True:
-        port = free_base(hosts[0], 1, taken)
-        try:
-            for host in hosts[1:]:
-                with socket.socket() as probe:
-                    probe.bind((host, port))
-        except OSError:
-            continue
-        return port
-
-
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Cluster, str]]:
-    port = _common_port([f"127.0.0.{i + 1}" for i in range(3)])
-    c = Cluster(Path(tmp_path_factory.mktemp("kafka")), f"--kafka-port={port}")
-    try:
-
-        async def create() -> list[int]:
-            async with Admin([c.address(0)]) as admin:
-                return [r.error_code for r in await admin.create_topics([(TOPIC, TOPIC_PARTITIONS)])]
-
-        assert asyncio.run(create()) == [0]
-        yield c, f"127.0.0.1:{port}"
-    finally:
-        c.stop_all()
+from tests.kafka.conftest import TOPIC, TOPIC_PARTITIONS
 
 
 def _consumer(bootstrap: str, group: str, **extra: str) -> Consumer:

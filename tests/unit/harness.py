@@ -264,6 +264,18 @@ class Harness:
         )
         return self.call("offset_fetch", req)
 
+    def delete_offsets(self, group_id: str = "g", topics: dict[str, list[int]] | None = None) -> Effects:
+        req = pb.OffsetDeleteRequest(
+            group_id=group_id,
+            topics=[
+                pb.OffsetDeleteRequest.Topic(
+                    name=name, partitions=[pb.OffsetDeleteRequest.Partition(partition_index=i) for i in parts]
+                )
+                for name, parts in (topics or {}).items()
+            ],
+        )
+        return self.call("offset_delete", req)
+
     def describe(self, *group_ids: str) -> Effects:
         return self.call("describe_groups", pb.DescribeGroupsRequest(group_ids=list(group_ids or ("g",))))
 

@@ -162,6 +162,7 @@ def leave(*members: tuple[str, str]) -> pb.LeaveGroupRequest:
         ("OffsetCommit", pb.OffsetCommitRequest(group_id="g", generation_id=3), auth.ADMIN),
         ("OffsetFetch", pb.OffsetFetchRequest(group_id="g"), auth.OFFSETS),
         ("AddMembersToGroup", pb.AddMembersToGroupRequest(group_id="g"), auth.ADMIN),
+        ("OffsetDelete", pb.OffsetDeleteRequest(group_id="g"), auth.ADMIN),
     ],
 )
 def test_group_need(rpc, request_, need):

@@ -14,7 +14,7 @@ from kio.schema.response_header.v0.header import ResponseHeader as ResponseHeade
 from kio.schema.response_header.v1.header import ResponseHeader as ResponseHeaderV1
 from kio.serial import entity_reader, entity_writer
 
-from groupcoord.protocol.kafka.codec import APIS, MalformedFrame, read_request, write_response
+from groupcoord.protocol.kafka.codec import APIS, MalformedFrame, build, read_request, write_response
 
 
 def _frame(api_key: int, version: int, body: object, correlation_id: int = 7) -> bytes:
@@ -91,3 +91,69 @@ def test_other_flexible_responses_use_header_v1_and_one_dict_serves_every_versio
     header, used = entity_reader(ResponseHeaderV0)(old, 4)
     body, _ = entity_reader(load_response_schema(10, 0))(old, 4 + used)
     assert (body.error_code, body.port) == (ErrorCode.coordinator_not_available, -1)
+
+
+# A tagged field no version of Kafka has: tag 99 carrying three bytes.
+UNKNOWN_TAG = b"\x63\x03abc"
+
+
+def test_unknown_tagged_fields_are_skipped_in_the_header_the_body_and_a_nested_struct() -> None:
+    """Kafka's rule (KIP-482): a reader skips a tag it does not know, which kio's native reader refuses to do."""
+    schema = load_request_schema(11, 6)
+    body = build(
+        schema,
+        {
+            "group_id": "g",
+            "session_timeout": 6000,
+            "rebalance_timeout": 9000,
+            "member_id": "",
+            "group_instance_id": "i1",
+            "protocol_type": "consumer",
+            "protocols": [{"name": "range", "metadata": b"xy"}, {"name": "sticky", "metadata": b""}],
+        },
+    )
+    clean = _frame(11, 6, body)
+    # The header's tag section is its last byte (a count of 0); the body ends with the last protocol's tag section
+    # and its own, both empty.
+    header_end = len(clean) - len(_body_bytes(schema, body))
+    tagged = clean[: header_end - 1] + b"\x01" + UNKNOWN_TAG + clean[header_end:-2] + (b"\x01" + UNKNOWN_TAG) * 2
+    read = read_request(tagged)
+    assert read.body == read_request(clean).body == body
+    assert read.client_id == "c1"
+
+
+def test_known_tagged_fields_are_still_read_beside_an_unknown_one() -> None:
+    schema = load_request_schema(1, 15)
+    values = {
+        "max_wait": 500, "min_bytes": 1, "max_bytes": 100, "isolation_level": 0, "session_id": 0,
+        "session_epoch": -1, "topics": [], "forgotten_topics_data": [], "rack_id": "",
+    }  # fmt: skip
+    clean = _frame(1, 15, build(schema, values))
+    assert clean.endswith(b"\x00")  # no tagged field written: replica_state and cluster_id have their defaults
+    replica_state = struct.pack(">iq", 7, 3) + b"\x00"
+    tags = b"\x03" + b"\x00\x03\x03c1" + b"\x01" + bytes([len(replica_state)]) + replica_state + UNKNOWN_TAG
+    read = read_request(clean[:-1] + tags).body
+    assert read.cluster_id == "c1"
+    assert (read.replica_state.replica_id, read.replica_state.replica_epoch) == (7, 3)
+    assert read.max_wait.total_seconds() == 0.5
+
+
+def test_a_tagged_field_longer_than_the_frame_is_malformed() -> None:
+    frame = _frame(12, 4, load_request_schema(12, 4)(group_id="g", generation_id=1, member_id="m"))
+    with pytest.raises(MalformedFrame):
+        read_request(frame[:-1] + b"\x01\x63\x7fabc")
+
+
+def _body_bytes(schema: object, body: object) -> bytes:
+    buffer = io.BytesIO()
+    entity_writer(schema)(buffer, body)
+    return buffer.getvalue()
+
+
+def test_a_null_where_the_schema_allows_none_is_malformed_as_kafkas_parser_says() -> None:
+    """ListOffsets' topics are not nullable: a length of -1 there is refused before any handler sees it."""
+    schema = load_request_schema(2, 7)
+    frame = _frame(2, 7, build(schema, {"replica_id": -1, "isolation_level": 0, "topics": []}))
+    assert read_request(frame).body.topics == ()
+    with pytest.raises(MalformedFrame, match="topics is null"):
+        read_request(frame[:-2] + b"\x00\x00")  # compact array length 0 is null; then the empty tag section

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from groupcoord.protocol import records as r
 from groupcoord.protocol.errors import Errors
 from tests.unit.harness import COMPLETING, PREPARING, STABLE, Harness, code, records_of
@@ -54,6 +56,7 @@ def test_preparing_known_member_rejoining_after_the_limit_is_removed():
     assert len(h.group().members) == 3
     eff = b.join()  # two are parked now: b is over the limit
     assert code(eff.response) == Errors.GROUP_MAX_SIZE_REACHED
+    assert eff.response.member_id == ""
     removed = records_of(eff, r.MemberRemoved)
     assert [(x.member_id, x.cause) for x in removed] == [(b.member_id, r.RemovalCause.GROUP_MAX_SIZE)]
     g = h.group()
@@ -103,7 +106,51 @@ def test_empty_group_accepts_its_first_member():
     assert set(h.group().members) == {a.member_id}
 
 
-# -- group.max.size is a state rule: identity comes first (SPEC §2 validation order) ------------------
+# -- group.max.size comes before member identity (SPEC §2 validation order, Kafka's acceptJoiningMember) ----------
+
+
+def test_a_refused_member_gets_the_same_answer_when_it_retries():
+    h = Harness(max_size=2)
+    a, b = h.form("a", "b")
+    a.join()
+    h.member("s1", static=True).join()
+    old_id = b.member_id
+    assert code(b.join().response) == Errors.GROUP_MAX_SIZE_REACHED  # removed; the join phase completed
+    assert h.group().state == COMPLETING
+    eff = h.join(member_id=old_id, client_id="b")
+    assert (code(eff.response), eff.response.member_id, eff.records) == (Errors.GROUP_MAX_SIZE_REACHED, "", [])
+
+
+def test_a_refused_pending_member_leaves_the_pending_set_and_the_join_phase_completes():
+    h = Harness(max_size=2)
+    (a,) = h.form("a")
+    c, d = h.member("c"), h.member("d")
+    assert code(c.join().response) == code(d.join().response) == Errors.MEMBER_ID_REQUIRED  # 1 member < 2
+    assert c.join().response is None  # c joins: PreparingRebalance, d's pending id holds the phase open
+    assert a.join().response is None  # 2 parked
+    assert h.group().state == PREPARING
+    eff = d.join()
+    assert (code(eff.response), eff.response.member_id) == (Errors.GROUP_MAX_SIZE_REACHED, "")
+    removed = records_of(eff, r.PendingMemberRemoved)
+    assert [(x.member_id, x.cause) for x in removed] == [(d.member_id, r.RemovalCause.GROUP_MAX_SIZE)]
+    g = h.group()
+    assert (g.state, g.generation_id, g.pending_members) == (COMPLETING, 2, {})
+    assert code(a.join_reply()) == code(c.join_reply()) == Errors.NONE
+    h.assert_replay()
+
+
+def test_a_pending_member_of_a_stable_group_over_a_lowered_limit_is_refused_and_forgotten():
+    h = Harness(max_size=3)
+    h.form("a", "b")
+    d = h.member("d")
+    assert code(d.join().response) == Errors.MEMBER_ID_REQUIRED
+    h.core.config = dataclasses.replace(h.config, max_size=2)
+    eff = d.join()
+    assert (code(eff.response), eff.response.member_id) == (Errors.GROUP_MAX_SIZE_REACHED, "")
+    assert [type(x) for x in eff.records] == [r.PendingMemberRemoved]
+    assert (h.group().state, h.group().pending_members) == (STABLE, {})
+    eff = d.join()
+    assert (code(eff.response), eff.records) == (Errors.GROUP_MAX_SIZE_REACHED, [])
 
 
 def test_static_member_restart_in_a_full_stable_group_is_a_replacement_not_a_new_member():
@@ -126,23 +173,34 @@ def test_static_member_restart_in_a_full_completing_group_rebalances():
     assert rb.cause == r.RebalanceCause.STATIC_MEMBER_REPLACED
 
 
-def test_unknown_member_id_in_a_full_group_is_unknown_member():
+def test_static_member_restart_over_the_limit_of_a_preparing_group_is_refused_and_keeps_its_member():
+    h = Harness(max_size=2)
+    a, s = h.form("a", static=["s1"])
+    a.join()
+    h.member("n1", static=True).join()  # 2 parked
+    eff = s.restart()
+    assert (code(eff.response), eff.records) == (Errors.GROUP_MAX_SIZE_REACHED, [])
+    assert h.group().static_members["s1"] == s.member_id
+
+
+def test_unknown_member_id_in_a_full_group_is_group_max_size_reached():
     h = Harness(max_size=2)
     h.form("a", "b")
     eff = h.join(member_id="ghost-1")
-    assert code(eff.response) == Errors.UNKNOWN_MEMBER_ID
-    assert eff.records == []
+    assert (code(eff.response), eff.response.member_id, eff.records) == (Errors.GROUP_MAX_SIZE_REACHED, "", [])
 
 
-def test_fenced_join_in_a_full_preparing_group_does_not_evict_the_member():
+def test_full_preparing_group_refuses_a_member_before_checking_its_identity():
     h = Harness(max_size=2)
     a, s = h.form("a", static=["s1"])
     a.join()  # PreparingRebalance, 1 parked
     n = h.member("n1", static=True)
     n.join()  # 2 parked: the group is at its limit
     assert h.group().state == PREPARING
-    # A zombie uses s1's member id with another instance's id: fenced, and s1 must stay.
+    # s1's member id with another instance's id: the limit answers first, and s1's id is removed (Kafka's
+    # group.remove(memberId)); the two parked members then form the generation.
     eff = h.join(member_id=s.member_id, instance_id="n1")
-    assert code(eff.response) == Errors.FENCED_INSTANCE_ID
-    assert records_of(eff, r.MemberRemoved) == []
-    assert s.member_id in h.group().members
+    assert code(eff.response) == Errors.GROUP_MAX_SIZE_REACHED
+    assert [x.member_id for x in records_of(eff, r.MemberRemoved)] == [s.member_id]
+    assert (h.group().state, set(h.group().members)) == (COMPLETING, {a.member_id, n.member_id})
+    h.assert_replay()

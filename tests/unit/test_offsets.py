@@ -72,6 +72,37 @@ def test_simple_commit_to_a_non_empty_group_is_unknown_member(state):
     assert eff.records == []
 
 
+def test_simple_commit_carrying_a_member_id_creates_an_absent_group():
+    """Kafka's validateOffsetCommit: generation < 0 on an absent (so new, Empty) group is simple, whatever ids."""
+    h = Harness()
+    eff = h.commit(member_id="consumer-1", instance_id="i1", offsets={("t", 0): 5})
+    assert commit_codes(eff) == [Errors.NONE]
+    assert (h.group().state, fetched(h)) == (EMPTY, {("t", 0): (5, 0, "")})
+    h.assert_replay()
+
+
+def test_simple_commit_with_a_stale_member_id_is_accepted_by_an_empty_group():
+    h = Harness()
+    a, s = h.form("a", static=["s1"])
+    a.leave()
+    h.leave("g", ("", "s1"))
+    assert h.group().state == EMPTY
+    assert commit_codes(a.commit({("t", 0): 7}, generation_id=-1)) == [Errors.NONE]
+    assert commit_codes(s.commit({("t", 1): 8}, generation_id=-1)) == [Errors.NONE]
+    assert set(fetched(h)) == {("t", 0), ("t", 1)}
+
+
+def test_negative_generation_with_ids_on_a_live_group_is_fenced_by_identity_then_generation():
+    h = Harness()
+    a, s = h.form("a", static=["s1"])
+    assert commit_codes(a.commit(generation_id=-1)) == [Errors.ILLEGAL_GENERATION]
+    assert commit_codes(h.commit(member_id="ghost")) == [Errors.UNKNOWN_MEMBER_ID]
+    assert commit_codes(h.commit(instance_id="s1")) == [Errors.FENCED_INSTANCE_ID]
+    assert commit_codes(h.commit(instance_id="nobody")) == [Errors.UNKNOWN_MEMBER_ID]
+    assert commit_codes(s.commit(generation_id=-1)) == [Errors.ILLEGAL_GENERATION]
+    assert fetched(h) == {}
+
+
 def test_member_commit_to_absent_group_is_unknown_member():
     h = Harness()
     eff = h.commit(generation_id=1, member_id="m1")

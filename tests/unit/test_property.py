@@ -26,8 +26,8 @@ Checked after every step (and at every tick inside a step):
       CompletingRebalance; the coordinator's parked count equals ours; an unload answers all of them.
   (g) state shape (`check_derived`, live and replayed): Empty has no members; CompletingRebalance and Stable
       have members and the protocol the vote picks; leader, static mapping and protocol counts agree.
-  (h) responses agree with the state: heartbeat NONE / REBALANCE_IN_PROGRESS, committed and fetched
-      offsets, simple commits on Empty groups, batch leave results, SyncGroup assignments, DescribeGroups
+  (h) responses agree with the state: heartbeat NONE / REBALANCE_IN_PROGRESS, committed, fetched and
+      deleted offsets, simple commits on Empty groups, batch leave results, SyncGroup assignments, DescribeGroups
       and ListGroups; a static restart of a Stable group with unchanged protocols replaces the member id
       without a rebalance.
 """
@@ -87,6 +87,7 @@ REPLY_TYPES = {
     "add": pb.AddMembersToGroupResponse,
     "commit": pb.OffsetCommitResponse,
     "fetch": pb.OffsetFetchResponse,
+    "delete_offsets": pb.OffsetDeleteResponse,
     "describe": pb.DescribeGroupsResponse,
     "list": pb.ListGroupsResponse,
     "delete": pb.DeleteGroupsResponse,
@@ -521,6 +522,31 @@ class CoordinatorMachine(RuleBasedStateMachine):
             for part in topic.partitions:
                 entry = offsets.get((topic.name, part.partition_index))
                 assert part.committed_offset == (entry.offset if entry else -1)
+
+    @rule(
+        group=groups,
+        partitions=st.lists(st.tuples(st.sampled_from(["t1", "t2"]), st.integers(0, 2)), min_size=1, max_size=3),
+        skip=RARELY,
+    )
+    def delete_offsets(self, group: str, partitions: list[tuple[str, int]], skip: bool) -> None:
+        if skip:
+            return
+        by_topic: dict[str, list[Any]] = {}
+        for topic, part in partitions:
+            by_topic.setdefault(topic, []).append(pb.OffsetDeleteRequest.Partition(partition_index=part))
+        topics = [pb.OffsetDeleteRequest.Topic(name=t, partitions=ps) for t, ps in by_topic.items()]
+        before = self.core.store.get(group)
+        live = before is not None and before.state != GroupState.EMPTY
+        req = pb.OffsetDeleteRequest(group_id=group, topics=topics)
+        resp = self.call("delete_offsets", -1, group, self.core.offset_delete, req)
+        if before is None:
+            assert resp.error_code == Errors.GROUP_ID_NOT_FOUND
+        elif live and before.protocol_type != "consumer":
+            assert resp.error_code == Errors.NON_EMPTY_GROUP
+        else:
+            # The clients' metadata is no subscription: a live consumer group is subscribed to nothing (Kafka).
+            assert resp.error_code == Errors.NONE
+            assert not self.core.store.groups[group].offsets.keys() & set(partitions)
 
     @rule(
         group=groups,

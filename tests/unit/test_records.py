@@ -99,6 +99,7 @@ SAMPLES: list[r.Record] = [
     r.OffsetsCommitted("g1", "inst-1-u4", 7, (("topic-a", 0, 42, -1, ""), ("topic-b", 3, 2**62, 5, "md ✓")), T),
     r.OffsetsCommitted("", "", -1, (("t", 0, 0, 0, "x" * 4096),), T),
     r.OffsetsExpired("g1", (("topic-a", 0, T - 1), ("topic-b", 3, T)), T + 10),
+    r.OffsetsExpired("", (("topic-a", 0, T - 1),), T + 11, r.OffsetsRemovalCause.OFFSET_DELETE),
     r.GroupDeleted("g1", "admin", T),
     r.InstancesRegistered("g1", ("inst-2", "inst-3"), T),
     r.RebalanceAvoided("g1", "m-1", "inst-1", 1, r.AvoidedCause.RESTART, T),

@@ -12,6 +12,7 @@ from groupcoord.node.balance import preferred_leader
 from groupcoord.node.topology import (
     Peer,
     check_partition_count,
+    format_peer,
     incarnation,
     parse_peers,
     partition_for,
@@ -51,6 +52,27 @@ def test_a_peer_may_advertise_another_address_to_clients():
     assert published.raft_address(1) == "node2:60052", "nodes keep talking to each other at host"
 
 
+def test_a_peer_may_give_the_address_kafka_clients_are_told():
+    """`@kafka=host:port`, after the gRPC client address or alone, in either order; round-trips through
+    format_peer, which is what membership entries carry."""
+    texts = [
+        "1=node1:50051:25051@127.0.0.1:50051@kafka=127.0.0.1:9092",
+        "2=node2:50051:25051@kafka=127.0.0.1:9093@127.0.0.1:50052",
+        "3=node3:50051:25051@kafka=kafka-3.example:19092",
+        "4=[::1]:50051:25051@kafka=[::1]:9092",
+    ]
+    one, two, three, four = parse_peers(",".join(texts))
+    assert one == Peer(1, "node1", 50051, 25051, ("127.0.0.1", 50051), ("127.0.0.1", 9092))
+    assert two == Peer(2, "node2", 50051, 25051, ("127.0.0.1", 50052), ("127.0.0.1", 9093))
+    assert three == Peer(3, "node3", 50051, 25051, None, ("kafka-3.example", 19092))
+    assert (three.client_host, three.client_port) == ("node3", 50051), "the gRPC address is unchanged"
+    assert four.kafka == ("::1", 9092)
+    for peer in (one, two, three, four):
+        assert parse_peers(format_peer(peer)) == [peer]
+    assert format_peer(two) == "2=node2:50051:25051@127.0.0.1:50052@kafka=127.0.0.1:9093"
+    assert parse_peers("5=node5:50051:25051")[0].kafka is None
+
+
 @pytest.mark.parametrize(
     "text",
     [
@@ -65,6 +87,14 @@ def test_a_peer_may_advertise_another_address_to_clients():
         "1=h:1:2@:5",
         "1=h:1:2@g:0",
         "1=h:1:2@g:x",
+        "1=h:1:2@kafka=",
+        "1=h:1:2@kafka=g",
+        "1=h:1:2@kafka=:9092",
+        "1=h:1:2@kafka=g:0",
+        "1=h:1:2@kafka=g:70000",
+        "1=h:1:2@kafka=g:1@kafka=g:2",
+        "1=h:1:2@g:1@g:2",
+        "1=h:1:2@grpc=g:1",
     ],
 )
 def test_bad_peers_are_user_errors(text):
