@@ -70,6 +70,9 @@ class MemberDescription:
     client_host: str
     # Decoded from the consumer protocol's assignment; empty when the group is not Stable or not "consumer".
     partitions: tuple[TopicPartition, ...] = ()
+    # The client library and version the member's client named (Kafka's ApiVersions v3+, or the SDK); "" if none.
+    client_software_name: str = ""
+    client_software_version: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,7 +172,17 @@ def _members(group: pb.DescribeGroupsResponse.Group) -> tuple[MemberDescription,
                 partitions = tuple(decode_assignment(m.member_assignment).partitions)
             except ValueError:
                 partitions = ()  # another client's format: show the member, not a crash
-        out.append(MemberDescription(m.member_id, m.group_instance_id, m.client_id, m.client_host, partitions))
+        out.append(
+            MemberDescription(
+                m.member_id,
+                m.group_instance_id,
+                m.client_id,
+                m.client_host,
+                partitions,
+                m.client_software_name,
+                m.client_software_version,
+            )
+        )
     return tuple(out)
 
 

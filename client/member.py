@@ -26,6 +26,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 import grpc
@@ -55,6 +56,17 @@ from groupcoord.protocol.v1 import groupcoord_pb2 as pb
 
 log = logging.getLogger(__name__)
 
+
+def _installed_version() -> str:
+    try:
+        return version("groupcoord")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return ""
+
+
+# What the member tells the coordinator it runs (DescribeGroups shows it), as a Kafka client does in ApiVersions.
+SOFTWARE_NAME = "groupcoord-python"
+SOFTWARE_VERSION = _installed_version()
 Callback = Callable[[Assignment], Awaitable[None] | None]
 REDISCOVER = (Errors.COORDINATOR_NOT_AVAILABLE, Errors.NOT_COORDINATOR)
 REJOIN = (Errors.REBALANCE_IN_PROGRESS, Errors.ILLEGAL_GENERATION, Errors.UNKNOWN_MEMBER_ID)
@@ -262,6 +274,8 @@ class GroupMember:
                 protocols=[pb.JoinGroupRequest.Protocol(name=self.assignor.name, metadata=metadata)],
                 client_id=self.client_id,
                 join_reason=self.join_reason,
+                client_software_name=SOFTWARE_NAME,
+                client_software_version=SOFTWARE_VERSION,
             )  # fmt: skip
             joined = await self._call("JoinGroup", request, timeout_s=self.rebalance_timeout_ms / 1000 + 10)
             if joined.error_code == Errors.MEMBER_ID_REQUIRED:

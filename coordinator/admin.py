@@ -49,6 +49,8 @@ class Admin(Topics):
                 group_instance_id=m.group_instance_id,
                 client_id=m.client_id,
                 client_host=m.client_host,
+                client_software_name=m.client_software_name,
+                client_software_version=m.client_software_version,
                 member_metadata=m.metadata_for(group.protocol_name) if stable else b"",
                 member_assignment=m.assignment if stable else b"",
             )

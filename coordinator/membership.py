@@ -294,6 +294,7 @@ class Membership(Runtime):
                 req.protocol_type,
                 _protocols(req),
                 self._wall(),
+                *_software(req),
             )
         )
         group = self.store.groups[req.group_id]
@@ -323,6 +324,7 @@ class Membership(Runtime):
                 *_timeouts(req),
                 protocols,
                 self._wall(),
+                *_software(req),
             )
         )
         if group.state == STABLE:
@@ -651,6 +653,11 @@ class Membership(Runtime):
 
 def _protocols(req: pb.JoinGroupRequest) -> r.Protocols:
     return tuple((p.name, p.metadata) for p in req.protocols)
+
+
+def _software(req: pb.JoinGroupRequest) -> tuple[str, str]:
+    """What the client says it runs, for operators only: cut to MAX_REASON_LENGTH rather than refused."""
+    return req.client_software_name[:MAX_REASON_LENGTH], req.client_software_version[:MAX_REASON_LENGTH]
 
 
 def _timeouts(req: pb.JoinGroupRequest) -> tuple[int, int]:

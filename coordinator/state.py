@@ -39,6 +39,8 @@ class Member:
     protocols: r.Protocols
     joined_ms: int
     assignment: bytes = b""
+    client_software_name: str = ""
+    client_software_version: str = ""
 
     def protocol_names(self) -> list[str]:
         return [name for name, _ in self.protocols]
@@ -347,6 +349,8 @@ def _member(member_id: str, rec: r.MemberAdded | r.StaticMemberReplaced, assignm
         rec.protocols,
         rec.time_ms,
         assignment,
+        rec.client_software_name,
+        rec.client_software_version,
     )
 
 
@@ -379,6 +383,16 @@ _MEMBER_FIELDS = (
     "joined_ms",
     "assignment",
 )
+# Member fields added later: written only when set, so that a store without them snapshots byte for byte as older
+# nodes write it (their digests agree during a rolling upgrade); absent, they take their defaults.
+_MEMBER_FIELDS_SINCE_V2 = ("client_software_name", "client_software_version")
+
+
+def _member_to_plain(m: Member) -> dict[str, Any]:
+    plain = {f: getattr(m, f) for f in _MEMBER_FIELDS}
+    if m.client_software_name or m.client_software_version:
+        plain.update((f, getattr(m, f)) for f in _MEMBER_FIELDS_SINCE_V2)
+    return plain
 
 
 def _group_to_plain(group: Group) -> dict[str, Any]:
@@ -390,7 +404,10 @@ def _group_to_plain(group: Group) -> dict[str, Any]:
         "protocol_name": group.protocol_name,
         "leader_id": group.leader_id,
         "members": [
-            {**{f: getattr(m, f) for f in _MEMBER_FIELDS}, "protocols": [list(p) for p in m.protocols]}
+            {
+                **_member_to_plain(m),
+                "protocols": [list(p) for p in m.protocols],
+            }
             for m in group.members.values()
         ],
         "pending_members": [[mid, t] for mid, t in group.pending_members.items()],
@@ -408,7 +425,11 @@ def _group_from_plain(plain: dict[str, Any]) -> Group:
     members: dict[str, Member] = {}
     for pm in plain["members"]:
         protocols = tuple((name, metadata) for name, metadata in pm["protocols"])
-        members[pm["member_id"]] = Member(**{f: pm[f] for f in _MEMBER_FIELDS}, protocols=protocols)
+        members[pm["member_id"]] = Member(
+            **{f: pm[f] for f in _MEMBER_FIELDS},
+            **{f: pm[f] for f in _MEMBER_FIELDS_SINCE_V2 if f in pm},
+            protocols=protocols,
+        )
     last = plain["last_rebalance"]
     last_rec = r.decode(last) if last is not None else None
     group = Group(

@@ -1,5 +1,6 @@
-"""The groupcoord demo: a local 3-node cluster, four workers (two static), then the coordinator of their group
-is killed with SIGKILL and the workers carry on without a rebalance. Runs in well under two minutes.
+"""The groupcoord demo: a local 3-node cluster, four SDK workers (two static) and, in a group of their own, two
+unmodified Kafka consumers (confluent-kafka) through the Kafka listener; then the coordinator of the workers' group
+is killed with SIGKILL and everyone carries on without a rebalance. Runs in well under two minutes.
 
     python examples/demo.py        (README's `make run`)
     python examples/demo.py --tls  (`make run TLS=1`: TLS with client certificates, from a development CA)
@@ -26,7 +27,9 @@ CLUSTER_DIR = ROOT / ".groupcoord" / "demo"
 # Not the defaults (50051, 25051, Kafka's 9092): the demo runs next to a `make cluster` or a Kafka broker.
 BASE_PORT, RAFT_BASE_PORT, KAFKA_BASE_PORT = 50071, 25171, 9192
 BOOTSTRAP = ",".join(f"127.0.0.{i}:{BASE_PORT}" for i in (1, 2, 3))
+KAFKA_BOOTSTRAP = ",".join(f"127.0.0.{i}:{KAFKA_BASE_PORT}" for i in (1, 2, 3))
 GROUP, TOPIC = "demo", "orders:8"
+KAFKA_GROUP, KAFKA_CONSUMERS = "demo-kafka", ("k1", "k2")
 WORKERS = (("w1", True), ("w2", True), ("d1", False), ("d2", False))
 GROUPCOORD = [sys.executable, "-m", "groupcoord"]
 TLS_DIR = CLUSTER_DIR / "tls"
@@ -53,26 +56,46 @@ def run(*args: str, check: bool = True, show: bool = True) -> subprocess.Complet
 
 
 class Worker:
-    def __init__(self, name: str, static: bool, client_flags: list[str]) -> None:
+    """One client process printing its assignments as JSON lines: an SDK worker (examples/worker.py) or a Kafka
+    consumer (examples/kafka_consumer.py, which knows no generation: -1)."""
+
+    def __init__(self, name: str, cmd: list[str]) -> None:
         self.name = name
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        self.assigned: tuple[int, list[str]] | None = None
+        self.generations: list[int] = []
+        self.revocations = 0
+        threading.Thread(target=self._read, daemon=True).start()
+
+    @classmethod
+    def sdk(cls, name: str, static: bool, client_flags: list[str]) -> Worker:
         cmd = [
             sys.executable, str(ROOT / "examples" / "worker.py"), "--bootstrap", BOOTSTRAP, "--group", GROUP,
             "--topic", TOPIC, "--session-timeout-ms=6000", "--heartbeat-interval-ms=500", *client_flags,
         ] + (["--instance", name] if static else [])  # fmt: skip
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-        self.assigned: tuple[int, list[str]] | None = None
-        self.generations: list[int] = []
-        threading.Thread(target=self._read, daemon=True).start()
+        return cls(name, cmd)
+
+    @classmethod
+    def kafka(cls, name: str, client_flags: list[str]) -> Worker:
+        cmd = [
+            sys.executable, str(ROOT / "examples" / "kafka_consumer.py"), "--bootstrap", KAFKA_BOOTSTRAP,
+            "--group", KAFKA_GROUP, "--topic", TOPIC.split(":")[0], "--session-timeout-ms=6000",
+            "--heartbeat-interval-ms=500", *client_flags,
+        ]  # fmt: skip
+        return cls(name, cmd)
 
     def _read(self) -> None:
         assert self.proc.stdout is not None
         for line in self.proc.stdout:
             event = json.loads(line)
             if event["event"] == "assigned":
-                self.assigned = (event["generation"], event["partitions"])
-                self.generations.append(event["generation"])
-                print(f"   [{self.name}] generation {event['generation']}: owns {', '.join(event['partitions'])}")
+                generation = event.get("generation", -1)
+                self.assigned = (generation, event["partitions"])
+                self.generations.append(generation)
+                where = f"generation {generation}" if generation >= 0 else "assigned"
+                print(f"   [{self.name}] {where}: owns {', '.join(event['partitions'])}")
             elif event["event"] == "revoked":
+                self.revocations += 1
                 self.assigned = None
                 print(f"   [{self.name}] revoked {', '.join(event['partitions']) or 'nothing'}")
 
@@ -115,11 +138,21 @@ def main(tls: bool) -> int:
         step(f"2. Start four workers sharing topic {TOPIC} in group {GROUP!r}: static w1, w2; dynamic d1, d2")
         shown = " ".join(["--group demo --topic orders:8", *client_flags, "[--instance w1]"])
         print(f"$ python examples/worker.py {shown}   (x4)")
-        workers = [Worker(name, static, client_flags) for name, static in WORKERS]
+        workers = [Worker.sdk(name, static, client_flags) for name, static in WORKERS]
         generation = wait_settled(workers)
         print(f"-> every partition has exactly one owner, all in generation {generation}")
 
-        step("3. Kill -9 the node that coordinates the group")
+        step(f"3. Next to them, two unmodified Kafka consumers (confluent-kafka) in group {KAFKA_GROUP!r}")
+        run("topics", "create", TOPIC.split(":")[0], "--partitions", TOPIC.split(":")[1], "--bootstrap", BOOTSTRAP,
+            *client_flags)  # fmt: skip
+        shown = " ".join([f"--bootstrap {KAFKA_BOOTSTRAP} --group {KAFKA_GROUP} --topic orders", *client_flags])
+        print(f"$ python examples/kafka_consumer.py {shown}   (x2)")
+        consumers = [Worker.kafka(name, client_flags) for name in KAFKA_CONSUMERS]
+        workers += consumers
+        wait_settled(consumers)
+        print("-> librdkafka's consumers split the topic's partitions through the Kafka listener")
+
+        step("4. Kill -9 the node that coordinates the workers' group")
         described = run(
             "groups", "describe", GROUP, "--json", "--bootstrap", BOOTSTRAP, *client_flags, show=False
         ).stdout
@@ -130,21 +163,27 @@ def main(tls: bool) -> int:
         os.kill(pid, signal.SIGKILL)
         killed_at = time.monotonic()
 
-        step("4. Watch the workers for 10 s: they find the new coordinator and keep heartbeating")
+        step("5. Watch everyone for 10 s: they find the new coordinators and keep heartbeating")
+        revoked_before = {w.name: w.revocations for w in workers}
         time.sleep(10)
-        after = {w.name: w.generations[-1] for w in workers}
-        if all(g == generation for g in after.values()) and all(w.assigned for w in workers):
+        sdk_workers = workers[: len(WORKERS)]
+        after = {w.name: w.generations[-1] for w in sdk_workers}
+        if all(g == generation for g in after.values()) and all(w.assigned for w in sdk_workers):
             print(f"-> no rebalance: every worker still owns its partitions in generation {generation}")
         else:
             print(f"-> the group rebalanced during the failover: generations now {after}")
+        if all(w.revocations == revoked_before[w.name] and w.assigned for w in consumers):
+            print("-> the Kafka consumers kept their partitions too")
+        else:
+            print("-> the Kafka consumers' group rebalanced during the failover")
         print(f"   ({time.monotonic() - killed_at:.0f} s after the kill)")
 
-        step("5. Describe the group at its new coordinator")
-        run("groups", "describe", GROUP, "--bootstrap", BOOTSTRAP, *client_flags)
+        step("6. Describe both groups at their coordinators (SOFTWARE: what each client named)")
+        run("groups", "describe", GROUP, KAFKA_GROUP, "--bootstrap", BOOTSTRAP, *client_flags)
         run("cluster", "status", "--dir", str(CLUSTER_DIR), check=False)
         return 0
     finally:
-        step("6. Clean up: stop the workers and the cluster")
+        step("7. Clean up: stop the workers, the consumers and the cluster")
         for w in workers:
             w.stop()
         run("cluster", "down", "--dir", str(CLUSTER_DIR), "--purge", check=False)

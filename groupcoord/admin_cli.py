@@ -170,6 +170,7 @@ def _groups_describe(args: argparse.Namespace) -> int:
                         m.group_instance_id or "-",
                         m.client_id,
                         m.client_host,
+                        f"{m.client_software_name} {m.client_software_version}".strip() or "-",
                         ",".join(f"{t}:{p}" for t, p in m.partitions) or "-",
                     ]
                     for m in d.members
@@ -177,7 +178,7 @@ def _groups_describe(args: argparse.Namespace) -> int:
                 block = [
                     head,
                     "",
-                    table(["MEMBER-ID (* leader)", "INSTANCE-ID", "CLIENT-ID", "HOST", "ASSIGNMENT"], rows),
+                    table(["MEMBER-ID (* leader)", "INSTANCE-ID", "CLIENT-ID", "HOST", "SOFTWARE", "ASSIGNMENT"], rows),
                 ]
                 if d.pending_instance_ids:
                     block.append(f"pending instance ids: {', '.join(d.pending_instance_ids)}")

@@ -107,6 +107,8 @@ class NodeCluster:
             me = self.peers[0]
         self.node_id = node_id
         self.me = me
+        # Raft's key, and the key of the callers one node hands requests on for (node/forwarding.py).
+        self.secret = secret
         self.partitions = partitions
         # The cores' settings, topic registry's included (node/topics.py).
         self.group_config = group_config

@@ -172,8 +172,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "cluster_secret",
         "",
-        "Shared secret that encrypts and authenticates Raft traffic; required with `peers` "
-        "(prefer the environment variable to a file or a flag).",
+        "Shared secret that encrypts and authenticates Raft traffic and signs the callers one node hands requests on "
+        "for; required with `peers` (prefer the environment variable to a file or a flag).",
     ),
     Setting("log_level", "info", "Lowest level logged.", choices=("debug", "info", "warning", "error")),
     Setting("log_format", "text", "`text` (key=value) or `json` (JSON lines).", choices=("text", "json")),
@@ -337,6 +337,13 @@ SETTINGS: tuple[Setting, ...] = (
         "`require`: a client must present a certificate signed by `tls_client_ca_file` (mutual TLS); `none`: "
         "no client certificate is asked for.",
         choices=("none", "require"),
+    ),
+    Setting(
+        "tls_peer_ca_file",
+        "",
+        "PEM CA certificate(s) a node checks the other nodes' client-port certificates with when it hands a request "
+        "on to one of them (a Kafka CreateTopics naming a topic another node leads); it presents its own "
+        "certificate. Empty: `tls_client_ca_file`, else the system's CAs.",
     ),
     Setting(
         "acl_file",
@@ -511,6 +518,7 @@ class NodeSettings:
     tls_key_file: str = ""
     tls_client_ca_file: str = ""
     tls_client_auth: str = "none"
+    tls_peer_ca_file: str = ""
     acl_file: str = ""
     acl: Acl | None = None
 
@@ -665,15 +673,18 @@ def _acl(values: dict[str, int | str]) -> dict[str, Acl | str | None]:
 
 def _tls(values: dict[str, int | str]) -> dict[str, str]:
     """The TLS settings, checked as a whole: half a configuration would silently serve plaintext."""
-    tls = {name: str(values[name]) for name in ("tls_cert_file", "tls_key_file", "tls_client_ca_file")}
+    names = ("tls_cert_file", "tls_key_file", "tls_client_ca_file", "tls_peer_ca_file")
+    tls = {name: str(values[name]) for name in names}
     auth = str(values["tls_client_auth"])
     if bool(tls["tls_cert_file"]) != bool(tls["tls_key_file"]):
         given, missing = (
             ("tls_cert_file", "tls_key_file") if tls["tls_cert_file"] else ("tls_key_file", "tls_cert_file")
         )
         raise ConfigError(f"{given} is set but {missing} is not: TLS needs both the certificate and its key")
-    if not tls["tls_cert_file"] and (tls["tls_client_ca_file"] or auth != "none"):
-        raise ConfigError("tls_client_ca_file and tls_client_auth need TLS: set tls_cert_file and tls_key_file")
+    if not tls["tls_cert_file"] and (tls["tls_client_ca_file"] or tls["tls_peer_ca_file"] or auth != "none"):
+        raise ConfigError(
+            "tls_client_ca_file, tls_peer_ca_file and tls_client_auth need TLS: set tls_cert_file and tls_key_file"
+        )
     if auth == "require" and not tls["tls_client_ca_file"]:
         raise ConfigError(
             "tls_client_auth = require needs tls_client_ca_file, the CA client certificates are checked against"

@@ -21,6 +21,8 @@ from groupcoord.node.cluster import NodeCluster
 from groupcoord.node.config import NodeSettings
 from groupcoord.node.connections import ConnectionsPerAddress
 from groupcoord.node.events import EventFiles
+from groupcoord.node.forwarding import CallerForwarding
+from groupcoord.node.handon import HandOn
 from groupcoord.node.hostile import MalformedInput, MalformedLogFilter, guarded_server, install_log_filter
 from groupcoord.node.kafka.apis import KafkaApis
 from groupcoord.node.kafka.listener import KafkaListener
@@ -30,7 +32,7 @@ from groupcoord.node.logs import fields
 from groupcoord.node.metrics import NodeMetrics
 from groupcoord.node.resources import raise_fd_limit, trim_memory, use_jemalloc
 from groupcoord.node.service import SERVICE_NAME, GroupCoordinatorService
-from groupcoord.node.tls import server_credentials, server_ssl_context
+from groupcoord.node.tls import peer_credentials, server_credentials, server_ssl_context
 from groupcoord.raft.partition import RaftSettings
 
 log = logging.getLogger("groupcoord.node")
@@ -107,6 +109,7 @@ class Node:
             metrics,
             acl=settings.acl,
             max_response_bytes=settings.max_response_bytes,
+            forwarding=CallerForwarding(cluster.secret),
         )
         server.add_registered_method_handlers(SERVICE_NAME, service.method_handlers())
         extra: dict[str, str] = {}
@@ -163,7 +166,13 @@ class Node:
             assert settings.acl is not None  # config.py refuses SASL without an ACL file
             sasl = Sasl(settings.acl, settings.kafka_sasl_mechanisms)
         listener = KafkaListener(
-            KafkaApis(service, cluster, service.topics, settings.kafka_fetch_max_wait_ms),
+            KafkaApis(
+                service,
+                cluster,
+                service.topics,
+                HandOn(cluster, peer_credentials(settings), service.forwarding),
+                settings.kafka_fetch_max_wait_ms,
+            ),
             settings.kafka_max_frame_bytes,
             settings.kafka_max_connections,
             KafkaMetrics(metrics.registry) if metrics is not None else None,

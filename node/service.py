@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import secrets
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any, NoReturn, Protocol
@@ -26,9 +27,10 @@ from google.protobuf.message_factory import GetMessageClass
 from groupcoord.coordinator import Effects, GroupCoordinator
 from groupcoord.coordinator.admin import list_groups
 from groupcoord.node import auth
-from groupcoord.node.auth import Acl, Caller, UnknownCredentials
+from groupcoord.node.auth import ANONYMOUS, Acl, Caller, UnknownCredentials
 from groupcoord.node.cluster import NodeCluster
 from groupcoord.node.events import read_partition
+from groupcoord.node.forwarding import CallerForwarding
 from groupcoord.node.logs import LogBudget, fields
 from groupcoord.node.membership import MembershipChanges
 from groupcoord.node.metrics import NodeMetrics
@@ -121,12 +123,16 @@ ADMIN_WHY = {
 }
 
 
-def _identify(acl: Acl, context: Context) -> Caller:
-    """The caller as the ACL sees it: from what the transport verified (a Kafka connection's SASL exchange, the
-    client certificate of mutual TLS) or the call's bearer token."""
+def _identify(acl: Acl, context: Context, forwarding: CallerForwarding) -> Caller:
+    """The caller as the ACL sees it: the one another node handed the request on for, else from what the transport
+    verified (a Kafka connection's SASL exchange, the client certificate of mutual TLS) or the call's bearer token."""
+    metadata = context.invocation_metadata() or ()
+    forwarded = forwarding.caller(metadata, time.time())
+    if forwarded is not None:
+        return forwarded
     verified = context.auth_context()
     return acl.identify(
-        context.invocation_metadata() or (),
+        metadata,
         list(verified.get(auth.CERT_NAME_KEY, ())),
         list(verified.get(auth.SASL_IDENTITY_KEY, ())),
     )
@@ -144,8 +150,11 @@ class GroupCoordinatorService:
         metrics: NodeMetrics | None = None,
         acl: Acl | None = None,
         max_response_bytes: int = 4 * 1024 * 1024,
+        forwarding: CallerForwarding | None = None,
     ) -> None:
         self._cluster = cluster
+        # Without the cluster's key (a service no other node hands requests to), every forwarded header is refused.
+        self.forwarding = forwarding or CallerForwarding(secrets.token_urlsafe(24))
         self._max_response_bytes = max_response_bytes
         self._metrics = metrics
         self._acl = acl
@@ -325,7 +334,7 @@ class GroupCoordinatorService:
     async def _authorized(self, acl: Acl, name: str, request: Message, context: Context, handler: Handler) -> Message:
         """Runs `handler` on what the caller may do; the rest is answered GROUP_AUTHORIZATION_FAILED."""
         try:
-            caller = _identify(acl, context)
+            caller = _identify(acl, context, self.forwarding)
         except UnknownCredentials as exc:
             return self._refuse_all(name, request, Caller("", "token"), str(exc))
         if name in CLUSTER_ADMIN_RPCS and not acl.is_admin(caller):
@@ -385,12 +394,17 @@ class GroupCoordinatorService:
             )
         return _refusal(request, message)
 
+    def caller(self, context: Context) -> Caller:
+        """Who a call is from as the ACL judges it (anonymous without an ACL): what a request handed on carries.
+        Raises UnknownCredentials for credentials the ACL refuses."""
+        return ANONYMOUS if self._acl is None else _identify(self._acl, context, self.forwarding)
+
     def _admin_denial(self, name: str, context: Context) -> str | None:
         """For an RPC that only admins may call at all: None when allowed, else the message of the refusal."""
         if self._acl is None:
             return None
         try:
-            caller = _identify(self._acl, context)
+            caller = _identify(self._acl, context, self.forwarding)
         except UnknownCredentials as exc:
             return self._deny(name, Caller("", "token"), auth.AUTHENTICATE, [], str(exc))
         return None if self._acl.is_admin(caller) else self._deny(name, caller, auth.ADMIN, [])

@@ -1,5 +1,5 @@
-"""TLS on the client gRPC port, and on the Kafka listener: the server credentials built from the node's `tls_*`
-settings, for grpc and for asyncio.
+"""TLS on the client gRPC port, on the Kafka listener, and for the calls a node makes to another's client port: the
+credentials built from the node's `tls_*` settings, for grpc and for asyncio.
 
 Every file is read and parsed here, before the server binds, so a missing file, a bad PEM or a key that does not
 belong to the certificate stops the node with one line (StartupError) rather than a gRPC handshake failure for
@@ -78,3 +78,22 @@ def server_ssl_context(settings: NodeSettings) -> ssl.SSLContext | None:
         context.load_verify_locations(settings.tls_client_ca_file)
         context.verify_mode = ssl.CERT_REQUIRED if settings.tls_client_auth == "require" else ssl.CERT_OPTIONAL
     return context
+
+
+def peer_credentials(settings: NodeSettings) -> grpc.ChannelCredentials | None:
+    """How this node calls another node's client port (node/handon.py): TLS when its own port has it, checking the
+    peer with `tls_peer_ca_file`, else `tls_client_ca_file`, else the system's CAs, and presenting its own
+    certificate for peers that require one. None for plaintext."""
+    if not settings.tls_cert_file:
+        return None
+    setting = "tls_peer_ca_file" if settings.tls_peer_ca_file else "tls_client_ca_file"
+    path = settings.tls_peer_ca_file or settings.tls_client_ca_file
+    roots = None
+    if path:
+        roots = _read(path, setting)
+        _certificates(roots, path, setting)
+    return grpc.ssl_channel_credentials(
+        root_certificates=roots,
+        private_key=_read(settings.tls_key_file, "tls_key_file"),
+        certificate_chain=_read(settings.tls_cert_file, "tls_cert_file"),
+    )

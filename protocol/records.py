@@ -123,9 +123,11 @@ class PendingMemberRemoved(GroupRecord):
     time_ms: int
 
 
-@record(3)
+@record(3, version=2)
 @dataclass(frozen=True, slots=True)
 class MemberAdded(GroupRecord):
+    """The client software fields were added in version 2 (a node of version 1 drops them)."""
+
     group_id: str
     member_id: str
     group_instance_id: str
@@ -136,6 +138,8 @@ class MemberAdded(GroupRecord):
     protocol_type: str
     protocols: Protocols
     time_ms: int
+    client_software_name: str = ""
+    client_software_version: str = ""
 
 
 @record(4)
@@ -161,10 +165,11 @@ class MemberRemoved(GroupRecord):
     time_ms: int
 
 
-@record(6)
+@record(6, version=2)
 @dataclass(frozen=True, slots=True)
 class StaticMemberReplaced(GroupRecord):
-    """KIP-345: a static instance came back under a new member id; the old id is fenced."""
+    """KIP-345: a static instance came back under a new member id; the old id is fenced. The client software
+    fields were added in version 2."""
 
     group_id: str
     group_instance_id: str
@@ -176,6 +181,8 @@ class StaticMemberReplaced(GroupRecord):
     rebalance_timeout_ms: int
     protocols: Protocols
     time_ms: int
+    client_software_name: str = ""
+    client_software_version: str = ""
 
 
 @record(7)

@@ -14,6 +14,7 @@ import uuid
 from typing import Any
 
 from groupcoord.node.cluster import NodeCluster
+from groupcoord.node.handon import HandOn
 from groupcoord.node.kafka.common import UNKNOWN_TOPIC_OR_PARTITION, Api, Values, topic_uuid
 from groupcoord.node.kafka.groups import GroupApis
 from groupcoord.node.kafka.offsets import OffsetApis
@@ -40,6 +41,7 @@ class KafkaApis:
         service: GroupCoordinatorService,
         cluster: NodeCluster,
         topics: TopicRegistry,
+        hand_on: HandOn,
         fetch_max_wait_ms: int,
     ) -> None:
         self._service = service
@@ -49,7 +51,8 @@ class KafkaApis:
         groups = GroupApis(service)
         offsets = OffsetApis(service, topics)
         records = RecordApis(topics, fetch_max_wait_ms)
-        self.topic_apis = TopicApis(service, cluster, topics)
+        self._hand_on = hand_on
+        self.topic_apis = TopicApis(service, topics, hand_on)
         self.apis: dict[int, Api] = {
             0: records.produce,
             1: records.fetch,
@@ -76,7 +79,7 @@ class KafkaApis:
             raise RuntimeError(f"Kafka APIs advertised without a handler, or the reverse: {set(self.apis) ^ set(APIS)}")
 
     async def close(self) -> None:
-        await self.topic_apis.close()
+        await self._hand_on.close()
 
     # -- where clients are sent ---------------------------------------------------------------------------
 
@@ -117,7 +120,9 @@ class KafkaApis:
         names = None if asked is None or (version == 0 and not asked) else [t.name for t in asked]
         auto = getattr(request, "allow_auto_topic_creation", True)
         log.debug("kafka.metadata", extra=fields(topics=names, auto_create=auto))
-        created = await self.topic_apis.auto_create(names) if names and auto and self._topics.auto_create else []
+        created = []
+        if names and auto and self._topics.auto_create:
+            created = await self.topic_apis.auto_create(names, context)
         # A topic just created on another node may not have reached this node's replica yet.
         listed = {t.name: t for t in [*created, *self._topics.topics(names)]}
         alive = sorted((p.node_id for p in self._cluster.peers if self._cluster.alive(p)), key=int)

@@ -53,15 +53,17 @@ class KafkaConnection:
     """One client connection: where it comes from, who the transport says it is (the CN of a verified client
     certificate, the identity of a SASL exchange) and, once it said so in ApiVersions v3+, its client software."""
 
-    __slots__ = ("common_name", "peer", "sasl", "software")
+    __slots__ = ("common_name", "peer", "sasl", "software", "software_label")
 
     def __init__(self, peer: str, common_name: str = "", sasl: SaslSession | None = None) -> None:
         self.peer = peer
         self.common_name = common_name
         # The connection's SASL state when the listener requires SASL; None when it does not.
         self.sasl = sasl
-        # (name, version) as counted in the metrics; None until the client names its software.
+        # (name, version) as the client named them; None until it does. Its members carry them (DescribeGroups).
         self.software: tuple[str, str] | None = None
+        # The same as counted in the metrics (capped: node/kafka/metrics.py); None when not counted.
+        self.software_label: tuple[str, str] | None = None
 
     def auth_context(self) -> dict[str, list[bytes]]:
         verified: dict[str, list[bytes]] = {}
@@ -84,6 +86,10 @@ class KafkaRequestContext:
 
     def peer(self) -> str:
         return self.connection.peer
+
+    @property
+    def client_software(self) -> tuple[str, str]:
+        return self.connection.software or ("", "")
 
     def invocation_metadata(self) -> tuple[()]:
         return ()

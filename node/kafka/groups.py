@@ -25,6 +25,7 @@ class GroupApis:
 
     async def join_group(self, version: int, request: Any, context: Context) -> Values:
         session_ms = millis(request.session_timeout)
+        software_name, software_version = getattr(context, "client_software", ("", ""))
         join = pb.JoinGroupRequest(
             group_id=request.group_id,
             session_timeout_ms=session_ms,
@@ -36,6 +37,8 @@ class GroupApis:
             protocols=[pb.JoinGroupRequest.Protocol(name=p.name, metadata=p.metadata) for p in request.protocols],
             reason=getattr(request, "reason", None) or "",
             client_id=getattr(context, "client_id", "") or "",
+            client_software_name=software_name,
+            client_software_version=software_version,
         )
         response = await self._service.serve("JoinGroup", join, context)
         if version < 4 and response.error_code == Errors.MEMBER_ID_REQUIRED:

@@ -115,8 +115,8 @@ class KafkaListener:
             writer.close()
             if self._metrics is not None:
                 self._metrics.on_connection(-1)
-                if connection.software is not None:
-                    self._metrics.on_client_software(connection.software, -1)
+                if connection.software_label is not None:
+                    self._metrics.on_client_software(connection.software_label, -1)
 
     async def _serve(
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, connection: KafkaConnection
@@ -229,7 +229,9 @@ class KafkaListener:
         if code != Errors.NONE or connection.software is not None:
             return
         software = (body.client_software_name, body.client_software_version)
-        connection.software = self._metrics.on_client_software(software, 1) if self._metrics else software
+        connection.software = software
+        if self._metrics is not None:
+            connection.software_label = self._metrics.on_client_software(software, 1)
         skipped = self._budget("kafka.client").take(time.monotonic())
         if skipped is not None:
             log.info(

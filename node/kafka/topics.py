@@ -2,22 +2,25 @@
 
 A topic is created or deleted by the leader of its coordinator partition. A Kafka client sends CreateTopics to any
 broker (the controller, for older clients): the node serves the topics whose partitions it leads through the one
-request layer (authorization, validation, the core), and hands the others on to their leaders through the gRPC API,
-as an admin client would. The hand-on carries no identity of the Kafka caller: only a caller the request layer let
-through locally gets that far (with ACLs on, the anonymous Kafka caller is refused first).
+request layer (authorization, validation, the core), and hands the others on to their leaders (node/handon.py) for
+the same caller, whom the leader authorizes again with the same ACL.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import time
 import uuid
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from groupcoord.client.admin import Admin, AdminError
+from google.protobuf.message import Message
+
 from groupcoord.coordinator.state import Topic
-from groupcoord.node.cluster import NodeCluster
+from groupcoord.node.handon import ELSEWHERE, HandOn, HandOnFailed
 from groupcoord.node.kafka.common import Values
-from groupcoord.node.logs import fields
+from groupcoord.node.logs import LogBudget, fields
 from groupcoord.node.service import Context, GroupCoordinatorService
 from groupcoord.node.topics import TopicRegistry
 from groupcoord.protocol.errors import Errors
@@ -25,47 +28,23 @@ from groupcoord.protocol.v1 import groupcoord_pb2 as pb
 
 log = logging.getLogger(__name__)
 
-# How long a request waits for the topics another node creates or deletes before it answers without them.
-HAND_ON_DEADLINE_S = 5.0
-# Answered by a node for a topic whose partition another node leads: the topic is handed on to that node.
-_ELSEWHERE = (Errors.COORDINATOR_NOT_AVAILABLE, Errors.NOT_COORDINATOR)
 _TOPIC_AUTHORIZATION_FAILED = 29
+# Log lines a second, at most, about topics auto-creation or a hand-on could not create.
+FAILED_LOG_PER_S = 5
 
 
 class TopicApis:
-    def __init__(self, service: GroupCoordinatorService, cluster: NodeCluster, topics: TopicRegistry) -> None:
+    def __init__(self, service: GroupCoordinatorService, topics: TopicRegistry, hand_on: HandOn) -> None:
         self._service = service
-        self._cluster = cluster
         self._topics = topics
-        self._admin_client: Admin | None = None
-
-    @property
-    def _admin(self) -> Admin:
-        if self._admin_client is None:
-            self._admin_client = Admin([self._cluster.me.address], deadline_s=HAND_ON_DEADLINE_S)
-        return self._admin_client
+        self._hand_on = hand_on
+        self._failed_log = LogBudget(FAILED_LOG_PER_S)
 
     async def create_topics(self, version: int, request: Any, context: Context) -> Values:
         """Replica assignments and configs are accepted and ignored (groupcoord keeps no replicas and no records);
         the replication factor reported is 1, as Metadata says."""
         asked = [pb.CreateTopicsRequest.Topic(name=t.name, num_partitions=t.num_partitions) for t in request.topics]
-        served = await self._service.serve(
-            "CreateTopics", pb.CreateTopicsRequest(topics=asked, validate_only=request.validate_only), context
-        )
-        results: list[Any] = list(served.results) or [None] * len(asked)
-        if served.error_code != Errors.NONE:
-            code = _topic_error(served.error_code)
-            results = [_created(t.name, code, served.error_message) for t in asked]
-        handed = [i for i, r in enumerate(results) if r.error_code in _ELSEWHERE]
-        if handed:
-            try:
-                answers = await self._admin.create_topics(
-                    [(asked[i].name, asked[i].num_partitions) for i in handed], validate_only=request.validate_only
-                )
-            except AdminError as exc:
-                answers = [_created(asked[i].name, exc.code, exc.message) for i in handed]
-            for i, answer in zip(handed, answers, strict=True):
-                results[i] = answer
+        results = await self._create(asked, request.validate_only, context)
         return {
             "throttle_time": 0,
             "topics": [
@@ -93,16 +72,24 @@ class TopicApis:
         else:
             names = list(request.topic_names)
         served = await self._service.serve("DeleteTopics", pb.DeleteTopicsRequest(names=names), context)
-        codes = [r.error_code for r in served.results] or [_topic_error(served.error_code)] * len(names)
-        messages = [r.error_message for r in served.results] or [served.error_message] * len(names)
-        handed = [i for i, code in enumerate(codes) if code in _ELSEWHERE]
-        if handed:
-            try:
-                answers = await self._admin.delete_topics([names[i] for i in handed])
-            except AdminError as exc:
-                answers = {names[i]: exc.code for i in handed}
-            for i in handed:
-                codes[i], messages[i] = answers[names[i]], ""
+        if served.error_code != Errors.NONE:
+            code = _topic_error(served.error_code)
+            results = [pb.DeleteTopicsResponse.Result(name=n, error_code=code, error_message=served.error_message)
+                       for n in names]  # fmt: skip
+        else:
+            results = list(served.results)
+            handed = await self._hand_on_elsewhere(
+                "DeleteTopics",
+                names,
+                [r.error_code for r in results],
+                lambda indexes: pb.DeleteTopicsRequest(names=[names[i] for i in indexes]),
+                lambda name, code, message: pb.DeleteTopicsResponse.Result(
+                    name=name, error_code=code, error_message=message
+                ),
+                context,
+            )
+            for i, result in handed.items():
+                results[i] = result
         ids = {name: topic_id for topic_id, name in by_id.items()}
         return {
             "throttle_time": 0,
@@ -110,40 +97,93 @@ class TopicApis:
                 {
                     "name": name or None,
                     "topic_id": ids.get(name, uuid.UUID(int=0)),
-                    "error_code": code,
-                    "error_message": message or None,
+                    "error_code": r.error_code,
+                    "error_message": r.error_message or None,
                 }
-                for name, code, message in zip(names, codes, messages, strict=True)
+                for name, r in zip(names, results, strict=True)
             ],
         }
 
-    async def auto_create(self, names: list[str]) -> list[Topic]:
+    async def auto_create(self, names: list[str], context: Context) -> list[Topic]:
         """Kafka's auto-creation: the topics a Metadata request names that do not exist yet are created with the
-        default partition count. A topic is created by the leader of its coordinator partition, so this goes
-        through the gRPC API as any admin client would (the Admin finds each topic's coordinator): the same
-        validation and authorization, no second path into the core. Failures leave the topic unknown, and the
-        client asks again."""
+        default partition count, as a CreateTopics of the same caller would create them (with ACLs, only an admin
+        may). Failures leave the topic unknown, and the client asks again."""
         known = {t.name for t in self._topics.topics(names)}
         missing = [n for n in dict.fromkeys(names) if n and n not in known]
         if not missing:
             return []
-        try:
-            results = await self._admin.create_topics([(name, -1) for name in missing])
-        except AdminError as exc:
-            log.warning("kafka.auto_create_failed", extra=fields(topics=missing, error=str(exc)))
-            return []
+        asked = [pb.CreateTopicsRequest.Topic(name=name, num_partitions=-1) for name in missing]
+        results = await self._create(asked, False, context)
         for result in results:
-            if result.error_code not in (Errors.NONE, Errors.TOPIC_ALREADY_EXISTS):
-                log.warning(
-                    "kafka.auto_create_failed",
-                    extra=fields(topic=result.name, error_code=result.error_code, error=result.error_message),
-                )
+            # Refusals are logged (within a budget) where the ACL judged them.
+            if result.error_code not in (Errors.NONE, Errors.TOPIC_ALREADY_EXISTS, _TOPIC_AUTHORIZATION_FAILED):
+                self._log_failed("kafka.auto_create_failed", result.name, result.error_code, result.error_message)
         return [Topic(r.name, r.num_partitions, r.topic_id) for r in results if r.error_code == Errors.NONE]
 
-    async def close(self) -> None:
-        if self._admin_client is not None:
-            await self._admin_client.close()
-            self._admin_client = None
+    async def _create(
+        self, asked: list[pb.CreateTopicsRequest.Topic], validate_only: bool, context: Context
+    ) -> list[pb.CreateTopicsResponse.Result]:
+        """One result per topic asked, in order: served here, or by the leader the topic's partition has."""
+        served = await self._service.serve(
+            "CreateTopics", pb.CreateTopicsRequest(topics=asked, validate_only=validate_only), context
+        )
+        if served.error_code != Errors.NONE:
+            code = _topic_error(served.error_code)
+            return [_created(t.name, code, served.error_message) for t in asked]
+        results = list(served.results)
+        handed = await self._hand_on_elsewhere(
+            "CreateTopics",
+            [t.name for t in asked],
+            [r.error_code for r in results],
+            lambda indexes: pb.CreateTopicsRequest(topics=[asked[i] for i in indexes], validate_only=validate_only),
+            _created,
+            context,
+        )
+        for i, result in handed.items():
+            results[i] = result
+        return results
+
+    async def _hand_on_elsewhere(
+        self,
+        method: str,
+        names: Sequence[str],
+        codes: Sequence[int],
+        request_for: Callable[[list[int]], Message],
+        failed: Callable[[str, int, str], Any],
+        context: Context,
+    ) -> dict[int, Any]:
+        """The results, by index, of the topics this node answered are led elsewhere, from their partitions'
+        leaders: one call per partition, all at once."""
+        by_partition: dict[int, list[int]] = {}
+        for i, code in enumerate(codes):
+            if code in ELSEWHERE:
+                by_partition.setdefault(self._hand_on.partition_for(names[i]), []).append(i)
+        if not by_partition:
+            return {}
+        caller = self._service.caller(context)
+
+        async def one(partition: int, indexes: list[int]) -> dict[int, Any]:
+            try:
+                reply = await self._hand_on.call(partition, method, request_for(indexes), caller, _led_elsewhere)
+            except HandOnFailed as exc:
+                self._log_failed("kafka.hand_on_failed", names[indexes[0]], Errors.REQUEST_TIMED_OUT, str(exc))
+                return {i: failed(names[i], Errors.REQUEST_TIMED_OUT, str(exc)) for i in indexes}
+            if reply.error_code != Errors.NONE:
+                code = _topic_error(reply.error_code)
+                return {i: failed(names[i], code, reply.error_message) for i in indexes}
+            return dict(zip(indexes, reply.results, strict=True))
+
+        answered = await asyncio.gather(*(one(p, indexes) for p, indexes in by_partition.items()))
+        return {i: result for part in answered for i, result in part.items()}
+
+    def _log_failed(self, event: str, topic: str, code: int, message: str) -> None:
+        skipped = self._failed_log.take(time.monotonic())
+        if skipped is not None:
+            log.warning(event, extra=fields(topic=topic, error_code=code, error=message, not_logged_before=skipped))
+
+
+def _led_elsewhere(reply: Any) -> bool:
+    return reply.error_code in ELSEWHERE or any(r.error_code in ELSEWHERE for r in reply.results)
 
 
 def _created(name: str, code: int, message: str) -> pb.CreateTopicsResponse.Result:

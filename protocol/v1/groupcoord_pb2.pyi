@@ -37,7 +37,7 @@ class FindCoordinatorResponse(_message.Message):
     def __init__(self, coordinators: _Optional[_Iterable[_Union[FindCoordinatorResponse.Coordinator, _Mapping]]] = ...) -> None: ...
 
 class JoinGroupRequest(_message.Message):
-    __slots__ = ("group_id", "session_timeout_ms", "rebalance_timeout_ms", "member_id", "group_instance_id", "protocol_type", "protocols", "reason", "join_reason", "client_id")
+    __slots__ = ("group_id", "session_timeout_ms", "rebalance_timeout_ms", "member_id", "group_instance_id", "protocol_type", "protocols", "reason", "join_reason", "client_id", "client_software_name", "client_software_version")
     class JoinReason(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
         __slots__ = ()
         UNKNOWN: _ClassVar[JoinGroupRequest.JoinReason]
@@ -65,6 +65,8 @@ class JoinGroupRequest(_message.Message):
     REASON_FIELD_NUMBER: _ClassVar[int]
     JOIN_REASON_FIELD_NUMBER: _ClassVar[int]
     CLIENT_ID_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_SOFTWARE_NAME_FIELD_NUMBER: _ClassVar[int]
+    CLIENT_SOFTWARE_VERSION_FIELD_NUMBER: _ClassVar[int]
     group_id: str
     session_timeout_ms: int
     rebalance_timeout_ms: int
@@ -75,7 +77,9 @@ class JoinGroupRequest(_message.Message):
     reason: str
     join_reason: JoinGroupRequest.JoinReason
     client_id: str
-    def __init__(self, group_id: _Optional[str] = ..., session_timeout_ms: _Optional[int] = ..., rebalance_timeout_ms: _Optional[int] = ..., member_id: _Optional[str] = ..., group_instance_id: _Optional[str] = ..., protocol_type: _Optional[str] = ..., protocols: _Optional[_Iterable[_Union[JoinGroupRequest.Protocol, _Mapping]]] = ..., reason: _Optional[str] = ..., join_reason: _Optional[_Union[JoinGroupRequest.JoinReason, str]] = ..., client_id: _Optional[str] = ...) -> None: ...
+    client_software_name: str
+    client_software_version: str
+    def __init__(self, group_id: _Optional[str] = ..., session_timeout_ms: _Optional[int] = ..., rebalance_timeout_ms: _Optional[int] = ..., member_id: _Optional[str] = ..., group_instance_id: _Optional[str] = ..., protocol_type: _Optional[str] = ..., protocols: _Optional[_Iterable[_Union[JoinGroupRequest.Protocol, _Mapping]]] = ..., reason: _Optional[str] = ..., join_reason: _Optional[_Union[JoinGroupRequest.JoinReason, str]] = ..., client_id: _Optional[str] = ..., client_software_name: _Optional[str] = ..., client_software_version: _Optional[str] = ...) -> None: ...
 
 class JoinGroupResponse(_message.Message):
     __slots__ = ("error_code", "generation_id", "protocol_type", "protocol_name", "leader", "skip_assignment", "member_id", "members", "error_message", "throttle_time_ms")
@@ -428,20 +432,24 @@ class RebalanceReason(_message.Message):
 class DescribeGroupsResponse(_message.Message):
     __slots__ = ("groups",)
     class Member(_message.Message):
-        __slots__ = ("member_id", "group_instance_id", "client_id", "client_host", "member_metadata", "member_assignment")
+        __slots__ = ("member_id", "group_instance_id", "client_id", "client_host", "member_metadata", "member_assignment", "client_software_name", "client_software_version")
         MEMBER_ID_FIELD_NUMBER: _ClassVar[int]
         GROUP_INSTANCE_ID_FIELD_NUMBER: _ClassVar[int]
         CLIENT_ID_FIELD_NUMBER: _ClassVar[int]
         CLIENT_HOST_FIELD_NUMBER: _ClassVar[int]
         MEMBER_METADATA_FIELD_NUMBER: _ClassVar[int]
         MEMBER_ASSIGNMENT_FIELD_NUMBER: _ClassVar[int]
+        CLIENT_SOFTWARE_NAME_FIELD_NUMBER: _ClassVar[int]
+        CLIENT_SOFTWARE_VERSION_FIELD_NUMBER: _ClassVar[int]
         member_id: str
         group_instance_id: str
         client_id: str
         client_host: str
         member_metadata: bytes
         member_assignment: bytes
-        def __init__(self, member_id: _Optional[str] = ..., group_instance_id: _Optional[str] = ..., client_id: _Optional[str] = ..., client_host: _Optional[str] = ..., member_metadata: _Optional[bytes] = ..., member_assignment: _Optional[bytes] = ...) -> None: ...
+        client_software_name: str
+        client_software_version: str
+        def __init__(self, member_id: _Optional[str] = ..., group_instance_id: _Optional[str] = ..., client_id: _Optional[str] = ..., client_host: _Optional[str] = ..., member_metadata: _Optional[bytes] = ..., member_assignment: _Optional[bytes] = ..., client_software_name: _Optional[str] = ..., client_software_version: _Optional[str] = ...) -> None: ...
     class Group(_message.Message):
         __slots__ = ("error_code", "group_id", "group_state", "protocol_type", "protocol_data", "members", "generation_id", "leader_id", "coordinator_partition", "coordinator_node_id", "last_rebalance_reason", "pending_instance_ids", "pending_member_count", "error_message", "coordinator_epoch")
         ERROR_CODE_FIELD_NUMBER: _ClassVar[int]

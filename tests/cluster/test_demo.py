@@ -31,6 +31,12 @@ def test_the_demo_runs_end_to_end_without_a_rebalance(flags: list[str]):
     assert "$ kill -9 " in out
     assert "-> no rebalance: every worker still owns its partitions in generation 1" in out
     assert "demo   Stable" in out
+    # Two unmodified Kafka consumers share the topic next to the workers, and carry on through the kill too.
+    assert "-> librdkafka's consumers split the topic's partitions through the Kafka listener" in out
+    assert "-> the Kafka consumers kept their partitions too" in out
+    assert "demo-kafka  Stable" in out
+    assert out.count("confluent-kafka-python 2.16.1-rdkafka-") == 2
+    assert out.count("groupcoord-python ") == 4
     assert "removed" in out.splitlines()[-1]
     # `cluster up` and `cluster status` print where Kafka clients connect; with --tls, over TLS.
     kafka = "Kafka clients: bootstrap.servers=127.0.0.1:9192,127.0.0.2:9192,127.0.0.3:9192"

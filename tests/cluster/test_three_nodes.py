@@ -16,6 +16,7 @@ import pytest
 from grpc_health.v1 import health_pb2
 
 from groupcoord.chaos.cluster import free_base
+from groupcoord.client.security import PLAINTEXT, ClientSecurity, sync_channel
 from groupcoord.protocol.errors import Errors
 from groupcoord.protocol.v1 import groupcoord_pb2 as pb
 from groupcoord.protocol.v1 import groupcoord_pb2_grpc as pb_grpc
@@ -27,9 +28,10 @@ SESSION_MS = 6_000
 
 
 class Cluster:
-    def __init__(self, tmp: Path, *flags: str, size: int = 3) -> None:
+    def __init__(self, tmp: Path, *flags: str, size: int = 3, security: ClientSecurity = PLAINTEXT) -> None:
         # flags: extra node flags, e.g. --metrics-port=0; the Kafka listener is off unless they set --kafka-port.
-        self.tmp, self.flags = tmp, flags
+        # security: how the harness itself calls the nodes (health, DescribeCluster) when the flags turn TLS on.
+        self.tmp, self.flags, self.security = tmp, flags, security
         self.size = size
         self.hosts = [f"127.0.0.{i + 1}" for i in range(size)]
         taken: set[int] = set()
@@ -72,7 +74,7 @@ class Cluster:
         for i, node in enumerate(self.nodes):
             if node is None:
                 continue
-            while health_status(self.address(i)) != health_pb2.HealthCheckResponse.SERVING:
+            while health_status(self.address(i), security=self.security) != health_pb2.HealthCheckResponse.SERVING:
                 if time.monotonic() > deadline or not node.alive():
                     raise AssertionError(f"node {i + 1} not SERVING:\n" + "\n".join(node.log_lines()[-30:]))
                 time.sleep(0.05)
@@ -82,7 +84,7 @@ class Cluster:
     def wait_balanced(self, deadline: float) -> None:
         """Waits until partition k is led by node k % size + 1 (node/balance.py), so leadership stays put."""
         want = [k % self.size + 1 for k in range(PARTITIONS)]
-        with grpc.insecure_channel(self.address(0)) as channel:
+        with sync_channel(self.address(0), self.security) as channel:
             stub = pb_grpc.GroupCoordinatorStub(channel)
             while [p.leader_node_id for p in stub.DescribeCluster(pb.DescribeClusterRequest()).partitions] != want:
                 if time.monotonic() > deadline:

@@ -6,13 +6,15 @@ from __future__ import annotations
 
 import asyncio
 import time
+from importlib.metadata import version
 
-from confluent_kafka import ConsumerGroupTopicPartitions, KafkaException, TopicPartition
+from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, KafkaException, TopicPartition, libversion
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka.admin import KafkaAdminClient
 from kafka.structs import TopicPartition as KTopicPartition
 
 from groupcoord.client.admin import Admin
+from groupcoord.client.member import GroupMember
 
 TIMEOUT_S = 15
 
@@ -93,3 +95,32 @@ def _eventually(check: object, timeout_s: float = TIMEOUT_S) -> bool:
             return True
         time.sleep(0.2)
     return bool(check())  # type: ignore[operator]
+
+
+def test_describe_groups_shows_the_client_software_each_member_named(cluster) -> None:
+    """librdkafka names its software in ApiVersions v3; the SDK in its JoinGroup. The member record keeps it."""
+    c, bootstrap = cluster
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "software-kafka", "session.timeout.ms": 6000})
+
+    async def sdk_and_describe() -> dict[str, tuple[str, str]]:
+        member = GroupMember([c.address(1)], "software-sdk", {"orders": 12}, session_timeout_ms=6000)
+        await member.start()
+        try:
+            await member.wait_stable(20)
+            async with Admin([c.address(0)]) as admin:
+                described = await admin.describe_groups(["software-kafka", "software-sdk"])
+        finally:
+            await member.close()
+        return {
+            d.group_id: (d.members[0].client_software_name, d.members[0].client_software_version) for d in described
+        }
+
+    try:
+        consumer.subscribe(["orders"])
+        assert _eventually(lambda: consumer.poll(0.1) is None and bool(consumer.assignment()), 30)
+        software = asyncio.run(sdk_and_describe())
+    finally:
+        consumer.close()
+    assert software["software-sdk"] == ("groupcoord-python", version("groupcoord"))
+    name, kafka_version = software["software-kafka"]
+    assert (name, kafka_version.endswith(f"-rdkafka-{libversion()[0]}")) == ("confluent-kafka-python", True)

@@ -458,3 +458,27 @@ def test_rebalance_timeout_zero_means_session_timeout():
     h = Harness()
     (a,) = h.form("a", session_timeout_ms=7_000)
     assert h.group().members[a.member_id].rebalance_timeout_ms == 7_000
+
+
+def test_the_client_software_a_member_names_is_kept_and_described_and_an_overlong_one_is_cut():
+    h = Harness()
+    for name, software in (("kafka", "librdkafka"), ("long", "x" * 300)):
+        req = h.join_req(group_id=name, instance_id=name)
+        req.client_software_name, req.client_software_version = software, "2.16.0"
+        h.call("join_group", req)
+    kafka = h.describe_one("kafka").members[0]
+    assert (kafka.client_software_name, kafka.client_software_version) == ("librdkafka", "2.16.0")
+    assert h.describe_one("long").members[0].client_software_name == "x" * 255
+
+
+def test_a_member_without_client_software_is_snapshotted_as_before_the_fields_existed():
+    """Older nodes write members without the fields: the same store must give them the same snapshot (digest)."""
+    h = Harness()
+    h.join(instance_id="plain")
+    req = h.join_req(group_id="named", instance_id="named")
+    req.client_software_name = "librdkafka"
+    h.call("join_group", req)
+    by_group = {g["group_id"]: g["members"][0] for g in h.core.store.snapshot()["groups"]}
+    assert "client_software_name" not in by_group["g"]
+    assert by_group["named"]["client_software_name"] == "librdkafka"
+    assert GroupStore.restore(h.core.store.snapshot()).snapshot() == h.core.store.snapshot()

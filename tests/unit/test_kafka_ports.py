@@ -88,7 +88,7 @@ def apis(peers_text: str, node_id: int) -> KafkaApis:
     peers = parse_peers(peers_text)
     me = next(p for p in peers if p.node_id == node_id)
     cluster: Any = SimpleNamespace(node_id=node_id, me=me, peers=peers)
-    return KafkaApis(SimpleNamespace(), cluster, SimpleNamespace(), 5000)  # type: ignore[arg-type]
+    return KafkaApis(SimpleNamespace(), cluster, SimpleNamespace(), SimpleNamespace(), 5000)  # type: ignore[arg-type]
 
 
 def brokers(kafka: KafkaApis) -> list[tuple[int, str, int]]:
