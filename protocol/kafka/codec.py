@@ -47,7 +47,7 @@ APIS: dict[int, tuple[str, int, int]] = {
     15: ("DescribeGroups", 0, 6),
     16: ("ListGroups", 0, 5),
     17: ("SaslHandshake", 1, 1),
-    18: ("ApiVersions", 0, 3),
+    18: ("ApiVersions", 0, 4),
     19: ("CreateTopics", 2, 7),
     20: ("DeleteTopics", 1, 6),
     36: ("SaslAuthenticate", 0, 2),

@@ -18,6 +18,7 @@ from pathlib import Path
 import grpc
 import pytest
 
+from groupcoord.client.security import PLAINTEXT
 from groupcoord.protocol.errors import Errors
 from groupcoord.protocol.v1 import groupcoord_pb2 as pb
 from groupcoord.protocol.v1 import groupcoord_pb2_grpc as pb_grpc
@@ -29,7 +30,7 @@ class GrowingCluster(Cluster):
     """Five node slots; the first three form the cluster, the others are started as they are added."""
 
     def __init__(self, tmp: Path) -> None:
-        self.tmp, self.flags, self.size = tmp, (), 5
+        self.tmp, self.flags, self.size, self.security = tmp, (), 5, PLAINTEXT
         from groupcoord.chaos.cluster import free_base
 
         self.hosts = [f"127.0.0.{i + 1}" for i in range(self.size)]

@@ -69,7 +69,7 @@ def kafka_brokers(peers_text: str, node_id: int, kafka_port: int) -> dict[int, t
     peers = parse_peers(peers_text)
     me = next(p for p in peers if p.node_id == node_id)
     cluster: Any = SimpleNamespace(node_id=node_id, me=me, peers=peers)
-    apis = KafkaApis(SimpleNamespace(), cluster, SimpleNamespace(), 5000)  # type: ignore[arg-type]
+    apis = KafkaApis(SimpleNamespace(), cluster, SimpleNamespace(), SimpleNamespace(), 5000)  # type: ignore[arg-type]
     apis.advertise(kafka_port)
     return {p.node_id: apis.broker(p) for p in peers}
 

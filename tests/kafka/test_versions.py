@@ -1,6 +1,7 @@
 """Versions no client of the test suite sends, spoken through kio on a real node: every advertised version of
-CreateTopics and DeleteTopics, OffsetCommit and OffsetFetch v10 (topics by id), ListGroups v5 (types filter),
-DescribeGroups v6 (an unknown group is an error). An advertised version is a version something has exercised."""
+ApiVersions, CreateTopics and DeleteTopics, OffsetCommit and OffsetFetch v10 (topics by id), ListGroups v5 (types
+filter), DescribeGroups v6 (an unknown group is an error). An advertised version is a version something has
+exercised."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from kio.schema.errors import ErrorCode
 
 from groupcoord.protocol.kafka.codec import APIS
 from tests.e2e.support import NodeProcess
-from tests.kafka.wire import call, kafka_node
+from tests.kafka.wire import ResponseHeaderV0, call, connect, kafka_node, read, request, response
 
 NO_ID = uuid.UUID(int=0)
 
@@ -21,6 +22,21 @@ NO_ID = uuid.UUID(int=0)
 @pytest.fixture(scope="module")
 def node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[NodeProcess, int]]:
     yield from kafka_node(tmp_path_factory)
+
+
+@pytest.mark.parametrize("version", range(APIS[18][1], APIS[18][2] + 1))
+def test_api_versions_at_every_advertised_version(node, version: int) -> None:
+    """Always a v0 response header; from v3 the request names the client software (v4 only lifts a rule about
+    feature versions, which groupcoord does not advertise)."""
+    _, port = node
+    software = {"client_software_name": "test", "client_software_version": "1"} if version >= 3 else {}
+    with connect(port) as sock:
+        sock.sendall(request(18, version, 7, **software))
+        correlation, body = response(read(sock), 18, version, ResponseHeaderV0)
+    assert (correlation, body.error_code) == (7, ErrorCode.none)
+    assert {(k.api_key, k.min_version, k.max_version) for k in body.api_keys} == {
+        (key, lo, hi) for key, (_, lo, hi) in APIS.items()
+    }
 
 
 def _create(port: int, version: int, *topics: tuple[str, int], validate_only: bool = False) -> Any:
