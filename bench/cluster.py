@@ -16,7 +16,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
@@ -225,10 +225,16 @@ class BenchCluster:
         return {i: r for i, pid in self.pids().items() if (r := proc_rss_mb(pid)) is not None}
 
 
+class Processes(Protocol):
+    """Server processes whose CPU a `CpuMeter` reads: a groupcoord cluster's nodes, or a reference's (bench/etcd.py)."""
+
+    def cpu_s(self) -> dict[int, float]: ...
+
+
 class CpuMeter:
     """CPU of the nodes and of this client process from construction to `result()`, in % of one core."""
 
-    def __init__(self, cluster: BenchCluster) -> None:
+    def __init__(self, cluster: Processes) -> None:
         self.cluster = cluster
         self.nodes = cluster.cpu_s()
         self.client = time.process_time()

@@ -13,7 +13,7 @@ from typing import Any
 import uvloop
 
 from groupcoord.admin_cli import parse_bootstrap
-from groupcoord.bench import durability, flood, groups, kafka_bench, offsets, scale
+from groupcoord.bench import durability, etcd, flood, groups, kafka_bench, offsets, scale
 from groupcoord.bench.cluster import BASE_FLAGS, MANY_MEMBERS_FLAGS, BenchCluster
 from groupcoord.bench.stats import emit, machine, median_of
 from groupcoord.client.security import PLAINTEXT
@@ -26,6 +26,8 @@ KILLS_A_NODE = ("failover", "scale")
 OWN_CLUSTERS = ("durability",)
 # Scenarios that start their cluster with the Kafka listener on (bench/kafka_bench.py).
 KAFKA = ("kafka",)
+# Scenarios that start a reference system next to their cluster (bench/etcd.py).
+REFERENCE = ("etcd",)
 
 
 def _scenario(name: str, index: int = 0) -> Scenario:
@@ -42,6 +44,8 @@ def _scenario(name: str, index: int = 0) -> Scenario:
         "flood": lambda c, a: flood.flood(c, a),
         # The run's index turns the order of Kafka and gRPC round from one run to the next.
         "kafka": lambda c, a: kafka_bench.kafka_vs_grpc(c, a, index),
+        # The same: the run's index turns which system goes first.
+        "etcd": lambda c, a: etcd.etcd_vs_groupcoord(c, a, index),
     }
     return table[name]
 
@@ -59,6 +63,10 @@ def run(args: argparse.Namespace) -> int:
         raise UserError(f"{args.scenario} sets node flags: it needs clusters of its own (no --bootstrap)")
     if bootstrap and args.scenario in KAFKA:
         raise UserError(f"{args.scenario} starts its cluster with the Kafka listener on: no --bootstrap")
+    if bootstrap and args.scenario in REFERENCE:
+        raise UserError(f"{args.scenario} compares a cluster of its own with the reference: no --bootstrap")
+    if args.scenario in REFERENCE:
+        etcd.etcd_binary(args.etcd)  # before any cluster starts: says what is missing
     if args.scenario == "durability" and any(f.startswith("--durability") for f in args.node_flag):
         raise UserError("durability sets --durability on each of its clusters: no --node-flag=--durability")
     security = client_security(args)
@@ -100,7 +108,8 @@ def run(args: argparse.Namespace) -> int:
             },
             "machine": machine(),
             "median": median,
-            # kafka: the issue's targets against the median of the runs' own ratios.
+            # kafka: the issue's targets against the median of the runs' own ratios; etcd: the ratios are in the
+            # runs (and their median) themselves.
             **({"targets": kafka_bench.targets(median)} if args.scenario in KAFKA else {}),
             "runs": runs,
         },

@@ -24,6 +24,9 @@ SCENARIOS = {
     "kafka": "commit latency, commit throughput and an M-member join over the Kafka listener (a kio client) next to "
     "gRPC unary and stream commits and the gRPC join, in the same run on one cluster → figures and the run's ratios "
     "kafka/gRPC",
+    "etcd": "the reference (not for CI: needs an etcd binary, Debian's etcd-server): a 3-node etcd next to the "
+    "cluster, sequential writes, writes in flight and member registrations on both in the same run (aetcd for "
+    "etcd, gRPC for groupcoord) → figures and the run's ratios groupcoord/etcd",
     "flood": "N idle connections, then M streams on one connection, against one node → a good client's p50/p99 "
     "and the node's RSS and fds before, during and after",
 }
@@ -78,9 +81,9 @@ def _add_options(name: str, p: argparse.ArgumentParser) -> None:
         p.add_argument("--rpc", choices=("batched", "unary"), default="batched",
                        help="heartbeats and commits over the batch streams, one per node for the client process, as "
                        "the SDK sends them; or a unary call each (default: %(default)s)")  # fmt: skip
-    if name in ("commit-latency", "durability", "kafka"):
+    if name in ("commit-latency", "durability", "kafka", "etcd"):
         p.add_argument("--ops", type=_positive, default=3000, help="sequential commits (default: %(default)s)")
-    if name in ("commit-throughput", "durability", "kafka"):
+    if name in ("commit-throughput", "durability", "kafka", "etcd"):
         p.add_argument("--in-flight", type=_positive, default=64, help="concurrent commits (default: %(default)s)")
         p.add_argument("--duration", type=float, default=10.0, metavar="S", help="seconds (default: %(default)s)")
         p.add_argument("--groups", type=_positive, default=8, help="single-member groups the commits are spread "
@@ -96,6 +99,10 @@ def _add_options(name: str, p: argparse.ArgumentParser) -> None:
                        "Kafka and one over gRPC (default: %(default)s)")  # fmt: skip
         p.add_argument("--heartbeat-interval-ms", type=_positive, metavar="MS",
                        help="the joining members' heartbeat interval (default: max(200, N/2) ms)")  # fmt: skip
+    elif name == "etcd":
+        p.add_argument("--members", type=_positive, default=200, help="registrations: etcd leases and keys seen "
+                       "by a watch, groupcoord members of one fresh group (default: %(default)s)")  # fmt: skip
+        p.add_argument("--etcd", metavar="PATH", help="the etcd binary (default: etcd on PATH)")
     elif name == "failover":
         p.add_argument("--groups", type=_positive, default=30, help="groups, half static (default: %(default)s)")
         p.add_argument("--members-per-group", type=_positive, default=10, help="(default: %(default)s)")
