@@ -13,7 +13,7 @@ from typing import Any
 import uvloop
 
 from groupcoord.admin_cli import parse_bootstrap
-from groupcoord.bench import durability, etcd, flood, groups, kafka_bench, offsets, scale
+from groupcoord.bench import durability, etcd, flood, groups, idle, kafka_bench, offsets, scale
 from groupcoord.bench.cluster import BASE_FLAGS, MANY_MEMBERS_FLAGS, BenchCluster
 from groupcoord.bench.stats import emit, machine, median_of
 from groupcoord.client.security import PLAINTEXT
@@ -42,6 +42,7 @@ def _scenario(name: str, index: int = 0) -> Scenario:
         "heartbeats": lambda c, a: scale.heartbeats(c, a),
         "scale": lambda c, a: scale.scale(c, a),
         "flood": lambda c, a: flood.flood(c, a),
+        "idle": lambda c, a: idle.idle(c, a.settle, a.window),
         # The run's index turns the order of Kafka and gRPC round from one run to the next.
         "kafka": lambda c, a: kafka_bench.kafka_vs_grpc(c, a, index),
         # The same: the run's index turns which system goes first.
@@ -76,7 +77,8 @@ def run(args: argparse.Namespace) -> int:
     node_flags: list[str] = []
     flags_by_mode: dict[str, list[str]] = {}
     for index in range(args.runs):
-        flags = args.node_flag if args.scenario == "flood" else [*MANY_MEMBERS_FLAGS, *args.node_flag]
+        # flood and idle measure the nodes' defaults.
+        flags = args.node_flag if args.scenario in ("flood", "idle") else [*MANY_MEMBERS_FLAGS, *args.node_flag]
         load = round(os.getloadavg()[0], 2)
         if args.scenario in OWN_CLUSTERS:
             result, flags_by_mode = durability.run_once(flags, args, index)

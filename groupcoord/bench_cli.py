@@ -27,6 +27,7 @@ SCENARIOS = {
     "etcd": "the reference (not for CI: needs an etcd binary, Debian's etcd-server): a 3-node etcd next to the "
     "cluster, sequential writes, writes in flight and member registrations on both in the same run (aetcd for "
     "etcd, gRPC for groupcoord) → figures and the run's ratios groupcoord/etcd",
+    "idle": "nothing connected: the nodes' CPU over a window once settled, and their RSS",
     "flood": "N idle connections, then M streams on one connection, against one node → a good client's p50/p99 "
     "and the node's RSS and fds before, during and after",
 }
@@ -128,6 +129,11 @@ def _add_options(name: str, p: argparse.ArgumentParser) -> None:
         p.add_argument("--clients", type=_positive, default=2, metavar="N", help="client processes forming the "
                        "groups (default: %(default)s)")  # fmt: skip
         p.add_argument("--samples", type=_positive, default=200, help="DescribeGroups calls timed "
+                       "(default: %(default)s)")  # fmt: skip
+    elif name == "idle":
+        p.add_argument("--settle", type=float, default=5.0, metavar="S", help="seconds waited first, once every "
+                       "partition has its preferred leader (default: %(default)s)")  # fmt: skip
+        p.add_argument("--window", type=float, default=10.0, metavar="S", help="seconds measured "
                        "(default: %(default)s)")  # fmt: skip
     elif name == "flood":
         p.add_argument("--connections", type=_positive, default=2000, help="connections of the connection flood, "

@@ -337,3 +337,13 @@ def test_commit_groups_are_spread_over_partitions_and_leaders(
 
 def test_commit_groups_without_the_partitions_keep_plain_names() -> None:
     assert spread_names(3, None, "commit-x") == ["commit-x-0", "commit-x-1", "commit-x-2"]
+
+
+@pytest.mark.timeout(60)
+def test_idle_reports_the_nodes_cpu_and_rss() -> None:
+    result = bench("idle", "--settle", "0.5", "--window", "1")
+    (run,) = result["runs"]
+    assert set(run["nodes_cpu_percent"]) == set(run["rss_mb"]) == {"1", "2", "3"}
+    assert run["nodes_cpu_percent_total"] == pytest.approx(sum(run["nodes_cpu_percent"].values()), abs=0.2)
+    assert run["rss_mb_max"] == max(run["rss_mb"].values()) > 10
+    assert "--max-concurrent-streams=20000" not in result["cluster"]["node_flags"]  # the nodes' defaults
