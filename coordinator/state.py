@@ -389,9 +389,10 @@ _MEMBER_FIELDS_SINCE_V2 = ("client_software_name", "client_software_version")
 
 
 def _member_to_plain(m: Member) -> dict[str, Any]:
-    plain = {f: getattr(m, f) for f in _MEMBER_FIELDS}
+    plain: dict[str, Any] = {f: getattr(m, f) for f in _MEMBER_FIELDS}
     if m.client_software_name or m.client_software_version:
         plain.update((f, getattr(m, f)) for f in _MEMBER_FIELDS_SINCE_V2)
+    plain["protocols"] = [list(p) for p in m.protocols]
     return plain
 
 
@@ -403,13 +404,7 @@ def _group_to_plain(group: Group) -> dict[str, Any]:
         "protocol_type": group.protocol_type,
         "protocol_name": group.protocol_name,
         "leader_id": group.leader_id,
-        "members": [
-            {
-                **_member_to_plain(m),
-                "protocols": [list(p) for p in m.protocols],
-            }
-            for m in group.members.values()
-        ],
+        "members": [_member_to_plain(m) for m in group.members.values()],
         "pending_members": [[mid, t] for mid, t in group.pending_members.items()],
         "registered_instances": list(group.registered_instances),
         "offsets": [

@@ -24,7 +24,6 @@ import subprocess
 import sys
 from functools import cache
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -34,8 +33,8 @@ try:
 except ImportError as e:  # an error at collection, not a skip
     raise ImportError("PyYAML is not installed: pip install 'pyyaml==6.0.3' (in pyproject's dev extra)") from e
 
-from groupcoord.node.kafka.apis import KafkaApis
 from groupcoord.node.topology import Peer, parse_peers
+from tests.unit.test_kafka_ports import apis
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
@@ -66,12 +65,9 @@ def rel(path: Path) -> str:
 def kafka_brokers(peers_text: str, node_id: int, kafka_port: int) -> dict[int, tuple[str, int]]:
     """What node `node_id`, its Kafka listener bound at `kafka_port`, tells Kafka clients about every node: the
     listener's own code (node/kafka/apis.py) on the file's peers list, no advertised-address settings."""
-    peers = parse_peers(peers_text)
-    me = next(p for p in peers if p.node_id == node_id)
-    cluster: Any = SimpleNamespace(node_id=node_id, me=me, peers=peers)
-    apis = KafkaApis(SimpleNamespace(), cluster, SimpleNamespace(), SimpleNamespace(), 5000)  # type: ignore[arg-type]
-    apis.advertise(kafka_port)
-    return {p.node_id: apis.broker(p) for p in peers}
+    kafka = apis(peers_text, node_id)
+    kafka.advertise(kafka_port)
+    return {p.node_id: kafka.broker(p) for p in parse_peers(peers_text)}
 
 
 # -- Docker Compose ------------------------------------------------------------------------------------------
