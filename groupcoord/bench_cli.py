@@ -131,10 +131,11 @@ def _add_options(name: str, p: argparse.ArgumentParser) -> None:
         p.add_argument("--samples", type=_positive, default=200, help="DescribeGroups calls timed "
                        "(default: %(default)s)")  # fmt: skip
     elif name == "idle":
-        p.add_argument("--settle", type=float, default=5.0, metavar="S", help="seconds waited first, once every "
-                       "partition has its preferred leader (default: %(default)s)")  # fmt: skip
-        p.add_argument("--window", type=float, default=10.0, metavar="S", help="seconds measured "
-                       "(default: %(default)s)")  # fmt: skip
+        p.add_argument("--settle", type=float, default=10.0, metavar="S", help="seconds waited first, once every "
+                       "partition has its preferred leader: past the nodes' raft_quiesce_after_ms (default: "
+                       "%(default)s)")  # fmt: skip
+        p.add_argument("--window", type=float, default=60.0, metavar="S", help="seconds measured: a minute spans "
+                       "a round of the partitions' state checks (default: %(default)s)")  # fmt: skip
     elif name == "flood":
         p.add_argument("--connections", type=_positive, default=2000, help="connections of the connection flood, "
                        "each through the HTTP/2 preface and SETTINGS (default: %(default)s)")  # fmt: skip

@@ -6,7 +6,10 @@ pysyncobj's tick thread stops when the thread that created the instance dies). A
 replica's Raft role and reports readiness: every partition has a leader, and the partitions this node leads
 have committed their barrier. It runs at once when a replica's Raft state changes (pysyncobj's onStateChanged,
 from the tick thread), so a new leader proposes its barrier without delay, and otherwise every
-`POLL_INTERVAL_S` for what has no callback (a follower learning who leads, the leader balancer).
+`POLL_INTERVAL_S` (`STEADY_POLL_INTERVAL_S` once the node is ready) for what has no callback (a follower learning
+who leads, a membership change, the leader balancer).
+
+It also runs the node-level heartbeat (raft/quiescence.py) that lets idle partitions stop their Raft heartbeats.
 """
 
 from __future__ import annotations
@@ -42,14 +45,18 @@ from groupcoord.node.topology import (
 from groupcoord.protocol import records as r
 from groupcoord.raft.journal import JournalError
 from groupcoord.raft.partition import PartitionReplica, RaftSettings
+from groupcoord.raft.quiescence import NodeLiveness
 
 if TYPE_CHECKING:
     from groupcoord.node.metrics import PartitionObserver
 
 log = logging.getLogger(__name__)
 
-# The fallback period of the role poll; Raft state changes wake it at once.
+# The fallback period of the role poll while some partition lacks a leader; Raft state changes wake it at once.
 POLL_INTERVAL_S = 0.05
+# ... and once every partition has one: what it then catches (a membership change, the leader balancer's round)
+# may wait this long, and an idle node does not run it twenty times a second (docs/PERFORMANCE.md, idle).
+STEADY_POLL_INTERVAL_S = 0.5
 # A refused transfer (the follower still catching up) is asked again after this long.
 HAND_OVER_RETRY_S = 0.1
 
@@ -138,6 +145,23 @@ class NodeCluster:
         self._loop = loop
         self._state_changed = asyncio.Event()
         self.hosts: list[PartitionHost] = []
+        # The node-level heartbeat that lets idle partitions go quiet (raft/quiescence.py), on the Raft base port.
+        self.liveness: NodeLiveness | None = None
+        if settings.quiesce_after_s > 0:
+            try:
+                self.liveness = NodeLiveness(
+                    node_id,
+                    (host, me.raft_port),
+                    secret,
+                    peers=self._liveness_peers,
+                    claims=self._claims,
+                    on_change=self._wake_replicas,
+                    interval_s=settings.append_entries_period_s,
+                    silent_after_s=settings.election_min_s,
+                    cluster_id=lambda: self.cluster_id,
+                )
+            except OSError as exc:
+                raise StartupError(f"cannot bind the node heartbeat's UDP port {host}:{me.raft_port}: {exc}") from None
         for k in range(partitions):
             writer = events.writer(root, k) if events is not None else None
             try:
@@ -145,6 +169,8 @@ class NodeCluster:
             except JournalError as exc:
                 for started in self.hosts:
                     started.replica.destroy()
+                if self.liveness is not None:
+                    self.liveness.stop()
                 raise StartupError(str(exc)) from None
             # Records and retention use the time most of the partition's voters agree on, not this node's alone.
             partition_clock = ClusterClock(clock, replica.peer_wall_ms)
@@ -157,6 +183,8 @@ class NodeCluster:
             for host in self.hosts:  # a replica created while partition 0 was learning the id missed it
                 host.replica.set_cluster_id(self.cluster_id)
         self._refresh_directory()
+        if self.liveness is not None:
+            self.liveness.start()
         self._balancer = LeaderBalancer(node_id, self.members_of, self.hosts)
         self._poller = loop.create_task(self._poll())
 
@@ -188,7 +216,29 @@ class NodeCluster:
             on_cluster_id=self._learn_cluster_id if k == 0 else None,
             wall_ms=self.clock.wall_ms,
             incarnation=self.incarnation,
+            liveness=self.liveness,
+            node_of=self._node_of,
         )
+
+    def _node_of(self, raft_address: str | None) -> int | None:
+        peer = self._by_raft_address.get(raft_address or "")
+        return peer.node_id if peer is not None else None
+
+    def _liveness_peers(self) -> dict[int, tuple[str, int]]:
+        """Where the node heartbeat goes (on the liveness thread): every node known, at its Raft base port."""
+        return {p.node_id: (p.host, p.raft_port) for p in (*self._configured, *self.peers)}
+
+    def _claims(self) -> dict[int, int]:
+        """The partitions this node leads and their terms (on the liveness thread)."""
+        return {h.partition_id: h.replica.term() for h in self.hosts if h.replica.is_leader()}
+
+    def _wake_replicas(self) -> None:
+        for host in self.hosts:
+            replica = host.replica
+            if replica.quiescence is not None:
+                replica.quiescence.stir(replica._wake)
+            else:
+                replica._wake()
 
     def _learn_cluster_id(self, cluster_id: str) -> None:
         """Partition 0 applied its cluster id entry (on its tick thread, or while it starts)."""
@@ -247,7 +297,8 @@ class NodeCluster:
                 if self._on_ready_change is not None:
                     self._on_ready_change(ready)
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._state_changed.wait(), POLL_INTERVAL_S)
+                interval = STEADY_POLL_INTERVAL_S if ready else POLL_INTERVAL_S
+                await asyncio.wait_for(self._state_changed.wait(), interval)
 
     # -- membership -------------------------------------------------------------------------------------
 
@@ -352,6 +403,8 @@ class NodeCluster:
     def close(self) -> None:
         """Answers every parked request (COORDINATOR_NOT_AVAILABLE) and stops the Raft replicas."""
         self._poller.cancel()
+        if self.liveness is not None:
+            self.liveness.stop()
         for host in self.hosts:
             host.step_down("node stopping")
             host.replica.destroy()

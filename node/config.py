@@ -294,6 +294,15 @@ SETTINGS: tuple[Setting, ...] = (
         "every replica one pass over the partition's state; 0 turns the checks off.",
     ),
     Setting(
+        "raft_quiesce_after_ms",
+        5_000,
+        "A partition whose leader answered nothing for this long (every reply checks the leader's lease) "
+        "stops sending Raft heartbeats; a node-level heartbeat (UDP, on the Raft base port) then shows its followers "
+        "that the leader is alive, so an idle cluster costs almost no CPU. The first reply after the quiet waits one "
+        "Raft round trip. 0 turns quiescence off (and the UDP heartbeat with it); it is off when batching.",
+        maximum=3_600_000,
+    ),
+    Setting(
         "wall_clock_offset_s",
         0,
         "Seconds added to the wall clock this node reads, for fault-injection tests (what libfaketime's offset "
@@ -506,6 +515,7 @@ class NodeSettings:
     durability: str = "fsync"
     initial_cluster_state: str = "new"
     raft_digest_interval_ms: int = 60_000
+    raft_quiesce_after_ms: int = 5_000
     wall_clock_offset_s: int = 0
     kafka_port: int = -1
     kafka_sasl_mechanisms: tuple[str, ...] = ()
@@ -625,6 +635,7 @@ def _build(values: dict[str, int | str]) -> NodeSettings:
         durability=str(values["durability"]),
         initial_cluster_state=str(values["initial_cluster_state"]),
         raft_digest_interval_ms=int(values["raft_digest_interval_ms"]),
+        raft_quiesce_after_ms=int(values["raft_quiesce_after_ms"]),
         wall_clock_offset_s=int(values["wall_clock_offset_s"]),
         kafka_port=int(values["kafka_port"]),
         kafka_sasl_mechanisms=_sasl_mechanisms(values),

@@ -1,6 +1,7 @@
 """Scrape-time metrics of the partition replicas' storage: their Raft journals (raft/journal.py: flushes, write
 errors, damage found at start, replicas that take no part in elections until they have caught up), their
-cross-replica state checks (raft/digest.py) and the Raft messages they dropped as another cluster's.
+cross-replica state checks (raft/digest.py), the Raft messages they dropped as another cluster's, and quiescence
+(raft/quiescence.py: quiet partitions, node heartbeats dropped).
 
 Read from the replicas' own counters at scrape time, so writing a journal costs no metric call. The values are
 plain ints and bools written by each replica's tick thread; a scrape may see one a tick old.
@@ -78,6 +79,16 @@ class ReplicaCollector(Collector):
             f"{ns}_raft_foreign_messages",
             "Raft messages dropped because they carry another cluster's id (raft.foreign_cluster names the sender)",
         )
+        quiet = GaugeMetricFamily(
+            f"{ns}_raft_quiet_partitions",
+            "Partitions this node leads that are quiet: nothing has needed them for raft_quiesce_after_ms, so they "
+            "send no Raft heartbeats and the node heartbeat keeps their followers calm",
+        )
+        dropped = CounterMetricFamily(
+            f"{ns}_node_heartbeats_dropped",
+            "Node heartbeat datagrams dropped: not signed with this cluster's secret, replayed, another cluster's, or "
+            "garbage (raft/quiescence.py)",
+        )
         by_error: dict[str, int] = {}
         for partition, journal in journals:
             label = str(partition)
@@ -97,4 +108,8 @@ class ReplicaCollector(Collector):
             odd.add_metric([str(replica.partition_id)], int(not replica.may_lead))
         checks.add_metric([], sum(replica.digests.checks for replica in replicas))
         foreign.add_metric([], sum(replica.foreign_messages for replica in replicas))
+        states = [(r, r.quiescence) for r in replicas if r.quiescence is not None]
+        quiet.add_metric([], sum(1 for r, q in states if q.leading_quiet and r.is_leader()))
+        dropped.add_metric([], states[0][1].liveness.dropped if states else 0)
         yield from (fsyncs, fsync_seconds, errors, failing, damaged, catching_up, size, checks, mismatch, odd, foreign)
+        yield from (quiet, dropped)

@@ -296,11 +296,16 @@ def raft_settings(settings: NodeSettings) -> RaftSettings:
         durability=settings.durability,
         bootstrap=settings.initial_cluster_state == "new",
         digest_interval_s=settings.raft_digest_interval_ms / 1000,
+        quiesce_after_s=settings.raft_quiesce_after_ms / 1000,
     )
     if not settings.raft_batch_period_ms:
         return tick
+    # Batching sends on the tick, with nothing to wake a resting poll: no quiescence.
     return dataclasses.replace(
-        tick, append_entries_use_batch=True, append_entries_period_s=settings.raft_batch_period_ms / 1000
+        tick,
+        append_entries_use_batch=True,
+        append_entries_period_s=settings.raft_batch_period_ms / 1000,
+        quiesce_after_s=0,
     )
 
 

@@ -55,6 +55,7 @@ from groupcoord.protocol import records as r
 from groupcoord.raft.cipher import RaftCipher
 from groupcoord.raft.digest import StateDigests, read_report, report, state_digest
 from groupcoord.raft.journal import CheckedJournal
+from groupcoord.raft.quiescence import NodeLiveness, Quiescence
 from groupcoord.raft.syncobj_patch import SyncObj, replicated
 from groupcoord.raft.transport import HAND_OVER, DurableTransport
 
@@ -100,6 +101,10 @@ class RaftSettings:
     bootstrap: bool = True
     # How often a leader proposes a cross-replica state check (raft/digest.py); 0 turns them off.
     digest_interval_s: float = 60.0
+    # Quiescence (raft/quiescence.py): a partition nothing has needed for this long stops its heartbeats while the
+    # node-level heartbeat shows its leader alive; 0 turns it off. Both sides then poll only this often.
+    quiesce_after_s: float = 5.0
+    rest_tick_s: float = 1.0
 
 
 def _barrier_time(payload: bytes) -> int | None:
@@ -190,6 +195,8 @@ class PartitionReplica(SyncObj):
         on_cluster_id: Callable[[str], None] | None = None,
         wall_ms: Callable[[], int] | None = None,
         incarnation: str | None = None,
+        liveness: NodeLiveness | None = None,
+        node_of: Callable[[Any], int | None] | None = None,
     ) -> None:
         # Set before SyncObj starts: the journal replays through apply_entry.
         self.on_events = on_events
@@ -238,6 +245,21 @@ class PartitionReplica(SyncObj):
         conf.bootstrap = settings.bootstrap
         # Online membership (`add_member` / `remove_member`): pysyncobj's single-server changes through the log.
         conf.dynamicMembershipChange = True
+        self.quiescence: Quiescence | None = None
+        if (
+            liveness is not None
+            and node_of is not None
+            and settings.quiesce_after_s > 0
+            and not settings.append_entries_use_batch
+        ):
+            conf.quiescence = self.quiescence = Quiescence(
+                partition_id,
+                liveness,
+                lambda node: node_of(getattr(node, "address", None)),
+                lambda node: self._transport.acked_at(node),
+                settings.quiesce_after_s,
+                settings.rest_tick_s,
+            )
         snapshot_damage = set_aside_damaged_snapshot(f"{data_prefix}.snapshot")
         conf.journal = self.journal = CheckedJournal(
             f"{data_prefix}.wal",
@@ -269,6 +291,7 @@ class PartitionReplica(SyncObj):
             if wall_ms is not None:
                 self._transport.wall_ms = wall_ms
             self._transport.incarnation = incarnation
+            self._transport.quiescence = self.quiescence
             return self._transport
 
         specs = peer_specs or {}
@@ -436,7 +459,17 @@ class PartitionReplica(SyncObj):
         term, sent = self._transfer
         if term == self.raftCurrentTerm and now < sent + self._transfer_block_s:
             return False
-        return now < self._transport.lease_base() + self._lease_s
+        leased = now < self._transport.lease_base() + self._lease_s
+        if self.quiescence is not None:
+            # A quiet leader's lease runs out; asking for it ends the quiet, and the next acknowledgement renews it.
+            self.quiescence.touch(wake=not leased)
+            if not leased:
+                self._wake()
+        return leased
+
+    def destroy(self) -> None:
+        super().destroy()
+        self._wake()  # a quiet replica's poll would notice only after `rest_tick_s`
 
     def transferLeadership(self, node: Any = None, callback: Any = None) -> None:
         # Set before the TimeoutNow can leave (has_lease runs on the event loop), taken back if none was sent.

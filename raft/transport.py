@@ -42,6 +42,7 @@ from pysyncobj.transport import TCPTransport
 
 from groupcoord.logfields import fields
 from groupcoord.raft.journal import CheckedJournal
+from groupcoord.raft.quiescence import Quiescence
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +52,8 @@ HAND_OVER = "gc_hand_over"
 CLUSTER_ID_KEY = "cid"
 # The key of every message that carries the sender's incarnation id (its data directory's, node/topology.py).
 INCARNATION_KEY = "inc"
+# The key of AppendEntries from a leader whose partition is going quiet (raft/quiescence.py).
+QUIET_KEY = "q"
 # One raft.foreign_cluster line per sending node per this many seconds; the metric counts every message.
 FOREIGN_LOG_S = 10.0
 
@@ -79,6 +82,8 @@ class DurableTransport(TCPTransport):  # type: ignore[misc]  # pysyncobj has no 
         # Raft addresses of nodes outside the configuration to talk to anyway (set from the event loop as a whole
         # frozenset; the tick thread reconciles `_guests`, the transport's own nodes for them, with it).
         self.wanted_guests: frozenset[str] = frozenset()
+        # The replica's quiet state (raft/quiescence.py), or None: AppendEntries of a resting leader carry `q`.
+        self.quiescence: Quiescence | None = None
         self._reconciled: frozenset[str] | None = None
         self._guests: dict[str, Any] = {}
         super().__init__(syncObj, selfNode, otherNodes)
@@ -95,6 +100,10 @@ class DurableTransport(TCPTransport):  # type: ignore[misc]  # pysyncobj has no 
             return time.monotonic()
         acked = sorted((self._acked.get(node, float("-inf")) for node in others), reverse=True)
         return acked[needed - 1]
+
+    def acked_at(self, node: Any) -> float:
+        """The send time (monotonic) of the latest AppendEntries that node acknowledged; -inf if none."""
+        return self._acked.get(node, float("-inf"))
 
     def peer_wall_ms(self) -> tuple[list[int], int]:
         """The other voters' wall times as their latest acknowledgements gave them, carried forward to now by this
@@ -121,8 +130,11 @@ class DurableTransport(TCPTransport):  # type: ignore[misc]  # pysyncobj has no 
                 if self._syncObj._isLeader():
                     self._syncObj.transferLeadership()
                 return
-            if kind == "append_entries" and ts is not None:
-                self._echo[node] = ts
+            if kind == "append_entries":
+                if ts is not None:
+                    self._echo[node] = ts
+                if self.quiescence is not None:
+                    self.quiescence.mark(node, message.get("term"), bool(message.get(QUIET_KEY)))
             elif kind == "next_node_idx":
                 if ts is not None and ts > self._acked.get(node, float("-inf")):
                     self._acked[node] = ts
@@ -154,6 +166,8 @@ class DurableTransport(TCPTransport):  # type: ignore[misc]  # pysyncobj has no 
             message[INCARNATION_KEY] = self.incarnation
         if kind == "append_entries":
             message["ts"] = time.monotonic()
+            if self.quiescence is not None and self.quiescence.resting_since is not None:
+                message[QUIET_KEY] = 1
         elif kind == "next_node_idx":
             message["wt"] = self.wall_ms()
             if node in self._echo:

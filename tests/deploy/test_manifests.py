@@ -399,11 +399,16 @@ def test_declared_ports_match_the_settings():
         "metrics": int(data["GROUPCOORD_METRICS_PORT"]),
         "kafka": int(data["GROUPCOORD_KAFKA_PORT"]),
     } | {f"raft-{k}": RAFT_PORT + k for k in range(partitions)}
+    # the node heartbeat: UDP on the Raft base port (raft/quiescence.py); every other port is TCP
+    expected["heartbeat"] = RAFT_PORT
+    udp = {"heartbeat"}
     [container] = only("StatefulSet")["spec"]["template"]["spec"]["containers"]
     assert {p["name"]: p["containerPort"] for p in container["ports"]} == expected
+    assert {p["name"] for p in container["ports"] if p.get("protocol", "TCP") == "UDP"} == udp
     headless = only("StatefulSet")["spec"]["serviceName"]
     service_ports = kustomized()[("Service", headless)]["spec"]["ports"]
     assert {p["name"]: p["port"] for p in service_ports} == expected
+    assert {p["name"] for p in service_ports if p.get("protocol", "TCP") == "UDP"} == udp
     name_rule = re.compile(r"^(?=.*[a-z])(?!.*--)[a-z0-9]([a-z0-9-]{0,13}[a-z0-9])?$")
     for port in container["ports"]:
         assert name_rule.match(port["name"]), f"port name {port['name']!r} is not a valid IANA_SVC_NAME"

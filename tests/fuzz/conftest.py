@@ -23,6 +23,7 @@ def fuzz_node(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FuzzNode]:
         f"--cluster-secret={SECRET}",
         f"--data-dir={root / 'data'}",
         "--kafka-port=0",
+        "--metrics-port=0",
     )
     # Any reply the node sends is read: the targets judge the node, not the client's 4 MB default.
     channel = grpc.insecure_channel(process.address, options=[("grpc.max_receive_message_length", -1)])

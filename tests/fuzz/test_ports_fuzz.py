@@ -5,6 +5,7 @@
 * The Raft ports (one per partition): random bytes, pysyncobj length-prefixed frames of garbage, negative
   and huge lengths, and an unencrypted pickle that would create a file if the node ever unpickled it.
 * A pysyncobj replica with another secret, pointed at the node's partition 0 for a few seconds.
+* The node heartbeat's UDP port (the Raft base port): random datagrams and unsigned heartbeat-shaped ones.
 
 Each time the node must keep serving with its state unchanged: the offsets committed before are fetched
 unchanged after, every partition has the same leader in the same term (no election was provoked), health
@@ -22,6 +23,7 @@ import zlib
 from collections.abc import Iterator
 from pathlib import Path
 
+import msgpack
 import pytest
 from grpc_health.v1 import health_pb2
 from hypothesis import given
@@ -32,6 +34,7 @@ from groupcoord.protocol.errors import Errors
 from groupcoord.protocol.v1 import groupcoord_pb2 as pb
 from groupcoord.raft.partition import PartitionReplica, RaftSettings
 from tests.e2e.support import health_status
+from tests.e2e.test_metrics import Scrape, metrics_address
 from tests.fuzz import http2
 from tests.fuzz.profiles import campaign, fuzz_settings, time_limit
 from tests.fuzz.support import FuzzNode, anchor, anchored, raft_view
@@ -199,6 +202,36 @@ def test_garbage_on_the_raft_ports(unchanged: FuzzNode, tmp_path: Path):
 
     campaign(run)
     assert not marker.exists(), "the node unpickled bytes from a peer that does not know the secret"
+
+
+@time_limit(60)
+def test_garbage_on_the_node_heartbeat_port(unchanged: FuzzNode):
+    """UDP on the Raft base port (raft/quiescence.py): random datagrams, and ones shaped like a heartbeat (a tag and a
+    msgpack body) but not signed with the cluster secret, are dropped without a trace in the log."""
+    target = ("127.0.0.1", unchanged.raft_port)
+    shaped = st.builds(
+        lambda tag, body: tag + msgpack.packb(body),
+        st.binary(min_size=16, max_size=16),
+        st.lists(st.one_of(st.integers(-(2**63), 2**64 - 1), st.text(max_size=8), st.binary(max_size=8)), max_size=8),
+    )
+
+    dropped = "groupcoord_node_heartbeats_dropped_total"
+    before = Scrape(metrics_address(unchanged.process)).value(dropped)
+    sent = 0
+
+    @fuzz_settings(300)
+    @given(payload=st.one_of(st.binary(max_size=2048), shaped))
+    def run(payload: bytes) -> None:
+        nonlocal sent
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+            sock.sendto(payload, target)
+        sent += 1
+        time.sleep(0.001)  # within the socket's receive buffer between two reads of the heartbeat thread
+
+    campaign(run)
+    time.sleep(0.2)
+    counted = Scrape(metrics_address(unchanged.process)).value(dropped) - before
+    assert 0 < counted <= sent, (counted, sent)
 
 
 @time_limit(120)
