@@ -234,11 +234,8 @@ class NodeCluster:
 
     def _wake_replicas(self) -> None:
         for host in self.hosts:
-            replica = host.replica
-            if replica.quiescence is not None:
-                replica.quiescence.stir(replica._wake)
-            else:
-                replica._wake()
+            if host.replica.quiescence is not None:
+                host.replica.quiescence.stir(host.replica._wake)
 
     def _learn_cluster_id(self, cluster_id: str) -> None:
         """Partition 0 applied its cluster id entry (on its tick thread, or while it starts)."""

@@ -187,8 +187,10 @@ class NodeLiveness:
                 data = self._sock.recv(MAX_DATAGRAM)
             except (BlockingIOError, InterruptedError):
                 break
-            except OSError:  # e.g. ECONNREFUSED reported for an earlier send to a stopped peer
+            except ConnectionRefusedError:  # reported for an earlier send to a stopped peer
                 continue
+            except OSError:  # the socket closed under us (stopping): nothing more to read
+                break
             changed |= self._receive(data)
         if changed:
             self._on_change()
