@@ -21,6 +21,9 @@ from groupcoord.node import config as node_config
 from groupcoord.pipeline import cli as pipeline_cli
 from groupcoord.security_flags import add_security_flags, client_security
 
+# The exit status of a process that SIGPIPE ended (128 + 13), which is what a shell reports for `yes | head`.
+SIGPIPE_EXIT = 141
+
 
 def _run_node(args: argparse.Namespace) -> int:
     from groupcoord.node.server import run  # grpc and uvloop load only for the command that serves
@@ -235,9 +238,16 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        return args.handler(args)
+        code = args.handler(args)
+        sys.stdout.flush()  # a reader that went away shows here, not as noise at the interpreter's exit
+        return code
     except UserError as exc:
         print(f"groupcoord: error: {exc}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # stdout's reader closed early (`| head`): stop quietly with the status of a process ended by SIGPIPE, as
+        # other command-line tools do; stdout goes to /dev/null so that the interpreter's own flush stays quiet too.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return SIGPIPE_EXIT
