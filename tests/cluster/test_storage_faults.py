@@ -308,8 +308,10 @@ async def test_the_odd_replica_is_found_by_the_majority_and_taken_out_of_service
                 return False
 
         await wait_for(verdict, 20, "the majority never found node 2's replica odd")
-        # Each node logs the verdict when it applies the reports, which may come after node 2's own metric.
-        logged = lambda: all(events(cluster, i, "partition.odd_replicas") for i in range(3))  # noqa: E731
+
+        def logged() -> bool:  # each node logs the verdict as it applies the reports, maybe after node 2's metric
+            return all(events(cluster, i, "partition.odd_replicas") for i in range(3))
+
         await wait_for(logged, 20, "a node never logged partition.odd_replicas")
         for i in range(3):
             [said] = events(cluster, i, "partition.odd_replicas")
