@@ -22,7 +22,8 @@ from pathlib import Path
 from groupcoord.chaos.history import Recorder
 from groupcoord.client import Assignment, GroupMember
 from groupcoord.client.assignors import Assignor, get_assignor
-from groupcoord.client.member import REVOKE_CLOSED, MemberFailed
+from groupcoord.client.errors import GroupcoordError, RetriableError
+from groupcoord.client.member import REVOKE_CLOSED
 from groupcoord.client.protocol import Subscription
 
 
@@ -86,13 +87,13 @@ async def run(args: argparse.Namespace) -> int:
         await asyncio.wait([work, stopping], return_when=asyncio.FIRST_COMPLETED)
         if work.done():
             work.result()
-    except MemberFailed as exc:
+    except GroupcoordError as exc:
         history.write("fatal", member=member.member_id, generation=member.generation_id, error=str(exc))
         return 1
     finally:
         for task in (work, stopping):
             task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, MemberFailed):
+            with contextlib.suppress(asyncio.CancelledError, GroupcoordError):
                 await task
         await member.close()
     history.write("closed", member=member.member_id, generation=member.generation_id, reason=REVOKE_CLOSED)
@@ -100,7 +101,8 @@ async def run(args: argparse.Namespace) -> int:
 
 
 async def _work(member: GroupMember, history: Recorder, interval_s: float) -> None:
-    """Commits progress forever; returns (or raises MemberFailed) only when the member stops."""
+    """Commits progress forever; returns (or raises the member's error) only when the member stops. A commit or
+    fetch that ran out of its deadline (the cluster unreachable for a while) is tried again at the next turn."""
     progress: dict[tuple[str, int], int] = {}
     fetched_generation = -1
     failed = asyncio.ensure_future(member.wait_failed())
@@ -114,7 +116,10 @@ async def _work(member: GroupMember, history: Recorder, interval_s: float) -> No
             continue
         if generation != fetched_generation:
             sent = time.monotonic()
-            offsets = await member.committed()
+            try:
+                offsets = await member.committed()
+            except RetriableError:
+                continue
             history.write("fetch", member=member.member_id, generation=generation, sent=sent,
                           offsets={_name(tp): o for tp, o in offsets.items()})  # fmt: skip
             progress, fetched_generation = offsets, generation
@@ -123,7 +128,10 @@ async def _work(member: GroupMember, history: Recorder, interval_s: float) -> No
             continue
         batch = {tp: progress.get(tp, 0) + 1 for tp in owned}
         sent = time.monotonic()
-        codes = await member.commit(batch)
+        try:
+            codes = await member.commit(batch)
+        except RetriableError:
+            continue
         acked = {tp: offset for tp, offset in batch.items() if codes.get(tp) == 0}
         if acked:
             history.write("commit", member=member.member_id, generation=generation, sent=sent,

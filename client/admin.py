@@ -4,9 +4,10 @@ static members, read, set and delete offsets, create, list and delete topics, de
 Every group call goes to that group's coordinator (a node answers only for the partitions it leads) and is
 retried with the member's policy: COORDINATOR_LOAD_IN_PROGRESS → same node again; COORDINATOR_NOT_AVAILABLE /
 NOT_COORDINATOR / unreachable → find the coordinator again; all with bounded backoff up to `deadline_s`.
-Per-item error codes are returned, never swallowed; `AdminError` is raised only when a whole request fails
-for a reason retrying cannot fix (or the deadline passed), and `ClusterUnreachable` when no bootstrap node
-answered at all within `connect_timeout_s` — a wrong address should fail fast, a failover should not.
+Per-item error codes are returned, never swallowed; an error of client/errors.py is raised only when a whole
+request fails for a reason retrying cannot fix (or the deadline passed: the last retriable error), and
+`BootstrapUnreachable` when no bootstrap node answered at all within `connect_timeout_s` — a wrong address
+should fail fast, a failover should not.
 """
 
 from __future__ import annotations
@@ -18,7 +19,14 @@ from typing import Any
 
 import grpc
 
-from groupcoord.client.discovery import Backoff, Connections, CoordinatorUnavailable, GroupAuthorizationFailed
+from groupcoord.client.discovery import Backoff, Connections
+from groupcoord.client.errors import (
+    BootstrapUnreachable,
+    CoordinatorUnavailable,
+    GroupcoordError,
+    error_for,
+    error_name,
+)
 from groupcoord.client.protocol import decode_assignment
 from groupcoord.client.security import PLAINTEXT, ClientSecurity
 from groupcoord.protocol.errors import Errors
@@ -27,32 +35,6 @@ from groupcoord.protocol.v1 import groupcoord_pb2 as pb
 RETRY_SAME_NODE = (Errors.COORDINATOR_LOAD_IN_PROGRESS,)
 REDISCOVER = (Errors.COORDINATOR_NOT_AVAILABLE, Errors.NOT_COORDINATOR)
 TopicPartition = tuple[str, int]
-
-
-def error_name(code: int) -> str:
-    """Kafka's name for a code; the number itself for one this client does not know."""
-    try:
-        return Errors(code).name
-    except ValueError:
-        return str(code)
-
-
-class AdminError(Exception):
-    """A whole request failed with `code` (a Kafka error code)."""
-
-    def __init__(self, code: int, message: str = "") -> None:
-        super().__init__(f"{error_name(code)}: {message}" if message else error_name(code))
-        self.code = code
-        self.message = message
-
-
-class ClusterUnreachable(AdminError):
-    """No bootstrap node answered before the connect deadline (wrong address, cluster down)."""
-
-    def __init__(self, bootstrap: list[str], detail: str) -> None:
-        super().__init__(Errors.COORDINATOR_NOT_AVAILABLE, f"no node answered at {','.join(bootstrap)} ({detail})")
-        self.bootstrap = bootstrap
-        self.detail = detail
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,7 +141,7 @@ def _node_id(node: str) -> int:
     """The id of a node spec `id=host:port:raft_port[@...]` (the node checks the rest)."""
     head, sep, _ = node.partition("=")
     if not sep or not head.strip().isdigit():
-        raise AdminError(Errors.INVALID_REQUEST, f"expected id=host:port:raft_port, got {node!r}")
+        raise error_for(Errors.INVALID_REQUEST, f"expected id=host:port:raft_port, got {node!r}")
     return int(head)
 
 
@@ -248,9 +230,9 @@ class Admin:
                 return reply
             elapsed = loop.time() - start
             if not self._reached and elapsed > self.connect_timeout_s:
-                raise ClusterUnreachable(self.bootstrap, last)
+                raise BootstrapUnreachable(tuple(self.bootstrap), last, round(elapsed, 3))
             if elapsed > self.deadline_s:
-                raise AdminError(Errors.COORDINATOR_NOT_AVAILABLE, f"no node answered {method}: {last}")
+                raise error_for(Errors.COORDINATOR_NOT_AVAILABLE, f"no node answered {method}: {last}")
             await backoff.wait()
 
     async def _ensure_reachable(self) -> None:
@@ -276,7 +258,7 @@ class Admin:
                 except grpc.aio.AioRpcError:
                     continue
                 if reply.error_code != Errors.NONE:
-                    raise AdminError(reply.error_code, reply.error_message)
+                    raise error_for(reply.error_code, reply.error_message)
                 covered.update(reply.partitions)
                 for g in reply.groups:
                     groups[g.group_id] = ListedGroup(g.group_id, g.protocol_type, g.group_state)
@@ -284,7 +266,7 @@ class Admin:
             if not missing:
                 return sorted(groups.values(), key=lambda g: g.group_id)
             if loop.time() > deadline:
-                raise AdminError(Errors.COORDINATOR_NOT_AVAILABLE, f"no coordinator listed partitions {missing}")
+                raise error_for(Errors.COORDINATOR_NOT_AVAILABLE, f"no coordinator listed partitions {missing}")
             await backoff.wait()
 
     async def describe_cluster(self) -> ClusterDescription:
@@ -292,7 +274,7 @@ class Admin:
         leader in turn; a partition whose leader does not answer keeps the first node's view, without lags)."""
         reply = await self._any_node("DescribeCluster", pb.DescribeClusterRequest())
         if reply.error_code != Errors.NONE:
-            raise AdminError(reply.error_code)
+            raise error_for(reply.error_code)
         partitions = {p.partition_id: p for p in reply.partitions}
         addresses = {n.node_id: f"{n.host}:{n.port}" for n in reply.nodes}
         for leader in sorted({p.leader_node_id for p in reply.partitions} - {reply.node_id, -1}):
@@ -330,7 +312,7 @@ class Admin:
         timeout_ms = int(self.deadline_s * 1000)
         reply = await self._any_node("AddRaftVoter", pb.AddRaftVoterRequest(node=node, timeout_ms=timeout_ms))
         if reply.error_code != Errors.NONE:
-            raise AdminError(reply.error_code, reply.error_message)
+            raise error_for(reply.error_code, reply.error_message)
         return list(reply.partitions_changed)
 
     async def remove_voter(self, node_id: int) -> list[int]:
@@ -339,7 +321,7 @@ class Admin:
         request = pb.RemoveRaftVoterRequest(node_id=node_id, timeout_ms=int(self.deadline_s * 1000))
         reply = await self._another_node(node_id, "RemoveRaftVoter", request)
         if reply.error_code != Errors.NONE:
-            raise AdminError(reply.error_code, reply.error_message)
+            raise error_for(reply.error_code, reply.error_message)
         return list(reply.partitions_changed)
 
     async def replace_voter(self, node: str) -> list[int]:
@@ -349,7 +331,7 @@ class Admin:
         request = pb.AddRaftVoterRequest(node=node, timeout_ms=int(self.deadline_s * 1000), replace=True)
         reply = await self._another_node(_node_id(node), "AddRaftVoter", request)
         if reply.error_code != Errors.NONE:
-            raise AdminError(reply.error_code, reply.error_message)
+            raise error_for(reply.error_code, reply.error_message)
         return list(reply.partitions_changed)
 
     async def _another_node(self, node_id: int, method: str, request: Any) -> Any:
@@ -363,14 +345,14 @@ class Admin:
                 return await getattr(self._connections.stub(address), method)(request, timeout=self.deadline_s + 5)
             except grpc.aio.AioRpcError as exc:
                 last = f"{address}: {exc.code().name} {exc.details() or ''}".strip()
-        raise AdminError(Errors.COORDINATOR_NOT_AVAILABLE, f"no node but {node_id} answered: {last}")
+        raise error_for(Errors.COORDINATOR_NOT_AVAILABLE, f"no node but {node_id} answered: {last}")
 
     async def read_events(self, address: str) -> AsyncIterator[pb.ReadEventsResponse]:
         """The event files of the node at `address`, streamed (docs/EVENTS.md); within `deadline_s` in all."""
         stream = self._connections.stub(address).ReadEvents(pb.ReadEventsRequest(), timeout=self.deadline_s)
         async for reply in stream:
             if reply.error_code != Errors.NONE:
-                raise AdminError(reply.error_code, reply.error_message)
+                raise error_for(reply.error_code, reply.error_message)
             yield reply
 
     # -- the group's coordinator ----------------------------------------------------------------------
@@ -378,9 +360,9 @@ class Admin:
     async def _call(self, group_id: str, method: str, request: Any) -> Any:
         """One RPC to the group's coordinator, retried across loads and moves until `deadline_s`.
 
-        Raises AdminError(INVALID_GROUP_ID) for an id no node accepts, AdminError(COORDINATOR_NOT_AVAILABLE)
-        when the deadline passes, AdminError(INVALID_REQUEST) when the node refuses the message itself,
-        AdminError(GROUP_AUTHORIZATION_FAILED) when the node's ACL refuses this caller the group.
+        Raises `InvalidGroupId` for an id no node accepts, `CoordinatorUnavailable` (or the last retriable code's
+        error) when the deadline passes, `InvalidRequest` when the node refuses the message itself,
+        `GroupAuthorizationFailed` when the node's ACL refuses this caller the group.
         """
         await self._ensure_reachable()
         loop = asyncio.get_running_loop()
@@ -390,19 +372,16 @@ class Admin:
             remaining = deadline - loop.time()
             try:
                 address = await self._connections.coordinator(group_id, timeout_s=max(remaining, 0.0))
-            except ValueError as exc:
-                raise AdminError(Errors.INVALID_GROUP_ID, str(exc)) from None
-            except CoordinatorUnavailable as exc:
-                raise AdminError(Errors.COORDINATOR_NOT_AVAILABLE, str(exc)) from None
-            except GroupAuthorizationFailed as exc:
-                raise AdminError(Errors.GROUP_AUTHORIZATION_FAILED, str(exc)) from None
+            except BootstrapUnreachable as exc:
+                # Some node answered before (`_ensure_reachable`): this group's coordinator is what is missing.
+                raise CoordinatorUnavailable(str(exc), exc.tried, exc.last_cause) from None
             try:
                 reply = await getattr(self._connections.stub(address), method)(
                     request, timeout=max(min(remaining, self._connections.request_timeout_s), 0.5)
                 )
             except grpc.aio.AioRpcError as exc:
                 if exc.code() in (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.RESOURCE_EXHAUSTED):
-                    raise AdminError(Errors.INVALID_REQUEST, f"{method}: {exc.details()}") from None
+                    raise error_for(Errors.INVALID_REQUEST, f"{method}: {exc.details()}") from None
                 code: int | None = None
                 detail = f"{address} {exc.code().name}"
             else:
@@ -413,7 +392,7 @@ class Admin:
             if code not in RETRY_SAME_NODE:
                 self._connections.forget(group_id)
             if loop.time() >= deadline:
-                raise AdminError(code if code is not None else Errors.COORDINATOR_NOT_AVAILABLE, f"{method}: {detail}")
+                raise error_for(code if code is not None else Errors.COORDINATOR_NOT_AVAILABLE, f"{method}: {detail}")
             await backoff.wait()
 
     async def describe_groups(self, group_ids: list[str]) -> list[GroupDescription]:
@@ -422,9 +401,9 @@ class Admin:
         async def one(group_id: str) -> GroupDescription:
             try:
                 reply = await self._call(group_id, "DescribeGroups", pb.DescribeGroupsRequest(group_ids=[group_id]))
-            except ClusterUnreachable:
+            except BootstrapUnreachable:
                 raise
-            except AdminError as exc:
+            except GroupcoordError as exc:
                 return GroupDescription(group_id, exc.code, exc.message)
             return _description(reply.groups[0])
 
@@ -437,9 +416,9 @@ class Admin:
         async def one(group_id: str) -> int:
             try:
                 reply = await self._call(group_id, "DeleteGroups", pb.DeleteGroupsRequest(group_ids=[group_id]))
-            except ClusterUnreachable:
+            except BootstrapUnreachable:
                 raise
-            except AdminError as exc:
+            except GroupcoordError as exc:
                 return exc.code
             return reply.results[0].error_code
 
@@ -452,7 +431,7 @@ class Admin:
         request = pb.AddMembersToGroupRequest(group_id=group_id, group_instance_ids=list(instance_ids))
         reply = await self._call(group_id, "AddMembersToGroup", request)
         if reply.error_code != Errors.NONE:
-            raise AdminError(reply.error_code, reply.error_message)
+            raise error_for(reply.error_code, reply.error_message)
         return {r.group_instance_id: r.error_code for r in reply.results}
 
     async def remove_members(self, group_id: str, instance_ids: list[str], reason: str = "") -> dict[str, int]:
@@ -460,18 +439,18 @@ class Admin:
         members = [pb.LeaveGroupRequest.MemberIdentity(group_instance_id=i, reason=reason) for i in instance_ids]
         reply = await self._call(group_id, "LeaveGroup", pb.LeaveGroupRequest(group_id=group_id, members=members))
         if reply.error_code != Errors.NONE:
-            raise AdminError(reply.error_code, reply.error_message)
+            raise error_for(reply.error_code, reply.error_message)
         return {m.group_instance_id: m.error_code for m in reply.members}
 
     async def list_offsets(self, group_id: str) -> dict[TopicPartition, tuple[int, str]]:
         reply = await self._call(group_id, "OffsetFetch", pb.OffsetFetchRequest(group_id=group_id))
         if reply.error_code != Errors.NONE:
-            raise AdminError(reply.error_code, reply.error_message)
+            raise error_for(reply.error_code, reply.error_message)
         offsets: dict[TopicPartition, tuple[int, str]] = {}
         for topic in reply.topics:
             for p in topic.partitions:
                 if p.error_code != Errors.NONE:
-                    raise AdminError(p.error_code, f"offset of {topic.name}:{p.partition_index}")
+                    raise error_for(p.error_code, f"offset of {topic.name}:{p.partition_index}")
                 offsets[(topic.name, p.partition_index)] = (p.committed_offset, p.metadata)
         return offsets
 
@@ -493,8 +472,8 @@ class Admin:
         """Kafka's OffsetDelete: removes the group's committed offsets of `partitions`. Code per partition: NONE
         (deleted, or nothing was committed) or GROUP_SUBSCRIBED_TO_TOPIC (a live consumer group reads the topic).
 
-        Raises AdminError for the whole request: GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP (a live group of another
-        protocol type), GROUP_AUTHORIZATION_FAILED (an admin identity is needed), ...
+        Raises the code's error (client/errors.py) for the whole request: GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP (a
+        live group of another protocol type), GROUP_AUTHORIZATION_FAILED (an admin identity is needed), ...
         """
         request = pb.OffsetDeleteRequest(group_id=group_id)
         by_topic: dict[str, Any] = {}
@@ -504,7 +483,7 @@ class Admin:
             by_topic[topic].partitions.add(partition_index=partition)
         reply = await self._call(group_id, "OffsetDelete", request)
         if reply.error_code != Errors.NONE:
-            raise AdminError(reply.error_code, reply.error_message)
+            raise error_for(reply.error_code, reply.error_message)
         return {(t.name, p.partition_index): p.error_code for t in reply.topics for p in t.partitions}
 
     # -- topics ---------------------------------------------------------------------------------------
@@ -515,14 +494,14 @@ class Admin:
         cluster's group_max_id_length) goes to any node, which refuses an illegal topic name itself."""
         try:
             reply = await self._call(name, method, request)
-        except ClusterUnreachable:
+        except BootstrapUnreachable:
             raise
-        except AdminError as exc:
+        except GroupcoordError as exc:
             if exc.code != Errors.INVALID_GROUP_ID:
                 raise
             reply = await self._any_node(method, request)
         if reply.error_code != Errors.NONE:
-            raise AdminError(reply.error_code, reply.error_message)
+            raise error_for(reply.error_code, reply.error_message)
         return list(reply.results)
 
     async def create_topics(self, topics: Sequence[tuple[str, int]], validate_only: bool = False) -> list[CreatedTopic]:
@@ -538,9 +517,9 @@ class Admin:
             request = pb.CreateTopicsRequest(topics=asked, validate_only=validate_only)
             try:
                 answers = await self._topic_call(name, "CreateTopics", request)
-            except ClusterUnreachable:
+            except BootstrapUnreachable:
                 raise
-            except AdminError as exc:
+            except GroupcoordError as exc:
                 return [(i, CreatedTopic(name, exc.code, exc.message)) for i in indexes]
             return [
                 (i, CreatedTopic(name, a.error_code, a.error_message, a.topic_id, a.num_partitions))
@@ -558,9 +537,9 @@ class Admin:
         async def one(name: str) -> int:
             try:
                 answers = await self._topic_call(name, "DeleteTopics", pb.DeleteTopicsRequest(names=[name]))
-            except ClusterUnreachable:
+            except BootstrapUnreachable:
                 raise
-            except AdminError as exc:
+            except GroupcoordError as exc:
                 return exc.code
             return answers[0].error_code
 
@@ -572,5 +551,5 @@ class Admin:
         """The registry, sorted by name (only the `names` that exist, when given), as one node has committed it."""
         reply = await self._any_node("ListTopics", pb.ListTopicsRequest(names=list(names)))
         if reply.error_code != Errors.NONE:
-            raise AdminError(reply.error_code, reply.error_message)
+            raise error_for(reply.error_code, reply.error_message)
         return [TopicInfo(t.name, t.num_partitions, t.topic_id) for t in reply.topics]

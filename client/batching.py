@@ -23,6 +23,9 @@ from google.protobuf.message import Message
 
 from groupcoord.protocol.limits import MAX_BATCH_REQUESTS
 
+# How long `close()` waits for gRPC to finish the streams it cancelled (it takes a loop iteration or two).
+CLOSE_WAIT_S = 1.0
+
 
 class StreamBroken(Exception):
     """The stream failed, ended or did not answer in time; it is closed, and the next batch opens another."""
@@ -131,6 +134,7 @@ class BatchStream:
     async def close(self) -> None:
         """Ends every stream; calls still waiting get StreamBroken."""
         lanes, self._lanes = self._lanes, {}
+        calls = [lane.call for lane in lanes.values() if lane.call is not None]
         for lane in lanes.values():
             _close(lane)
             if lane.reaper is not None:
@@ -144,6 +148,11 @@ class BatchStream:
                 lane.sender.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await lane.sender
+        if calls:
+            # gRPC ends a cancelled call in a task of its own: waiting for its status (briefly) means a caller that
+            # stops its event loop right after close() leaves no task pending ("Task was destroyed ...").
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(asyncio.gather(*(call.code() for call in calls)), CLOSE_WAIT_S)
 
 
 def _close(lane: _Lane) -> None:

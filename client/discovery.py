@@ -15,22 +15,11 @@ from dataclasses import dataclass, field
 import grpc
 
 from groupcoord.client.batching import BatchStream
+from groupcoord.client.errors import BootstrapUnreachable, CoordinatorUnavailable, error_for
 from groupcoord.client.security import PLAINTEXT, ClientSecurity, aio_channels
 from groupcoord.protocol.errors import Errors
 from groupcoord.protocol.v1 import groupcoord_pb2 as pb
 from groupcoord.protocol.v1 import groupcoord_pb2_grpc as pb_grpc
-
-
-class CoordinatorUnavailable(Exception):
-    """No node named a coordinator for the group before the deadline."""
-
-
-class InvalidGroupId(ValueError):
-    """The cluster refused the group id (INVALID_GROUP_ID): retrying cannot help."""
-
-
-class GroupAuthorizationFailed(Exception):
-    """The cluster refused this caller the group (GROUP_AUTHORIZATION_FAILED): retrying cannot help."""
 
 
 @dataclass(slots=True)
@@ -76,14 +65,21 @@ class Connections:
         self._coordinators.pop(group_id, None)
 
     async def coordinator(self, group_id: str, timeout_s: float = 30.0) -> str:
-        """The address of the group's coordinator, asking the known nodes in turn until one names it."""
+        """The address of the group's coordinator, asking the known nodes in turn until one names it.
+
+        Raises `BootstrapUnreachable` when no node answered at all before the deadline, `CoordinatorUnavailable`
+        when nodes answered but none named a coordinator, and the code's error (`InvalidGroupId`,
+        `GroupAuthorizationFailed`) when a node refused the group."""
         cached = self._coordinators.get(group_id)
         if cached is not None:
             return cached
         backoff = Backoff()
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout_s
+        started = loop.time()
+        deadline = started + timeout_s
         nodes = list(self.bootstrap)
+        answered = False
+        last = ""
         while True:
             for address in nodes:
                 # A hung node (SIGSTOP, a dead host's open socket) must not hold the caller past its deadline.
@@ -95,21 +91,29 @@ class Connections:
                         pb.FindCoordinatorRequest(group_ids=[group_id]),
                         timeout=min(5.0, self.request_timeout_s, left),
                     )
-                except grpc.aio.AioRpcError:
+                except grpc.aio.AioRpcError as exc:
+                    last = f"{address}: {exc.code().name} {exc.details() or ''}".rstrip()
                     continue
+                answered = True
                 entry = found.coordinators[0]
-                if entry.error_code == Errors.INVALID_GROUP_ID:
-                    raise InvalidGroupId(f"invalid group id {group_id!r}: {entry.error_message}")
-                if entry.error_code == Errors.GROUP_AUTHORIZATION_FAILED:
-                    raise GroupAuthorizationFailed(entry.error_message or f"not authorized for group {group_id!r}")
                 if entry.error_code == Errors.NONE:
                     address = f"{entry.host}:{entry.port}"
                     self._coordinators[group_id] = address
                     if address not in self.bootstrap:
                         self.bootstrap.append(address)
                     return address
+                error = error_for(entry.error_code, entry.error_message or f"group {group_id!r}")
+                if not error.retriable:
+                    raise error
+                last = f"{address}: {error}"
             if loop.time() >= deadline:
-                raise CoordinatorUnavailable(f"no coordinator found for group {group_id!r} via {nodes}")
+                if not answered:
+                    raise BootstrapUnreachable(tuple(nodes), last, round(loop.time() - started, 3))
+                raise CoordinatorUnavailable(
+                    f"no coordinator found for group {group_id!r} via {','.join(nodes)} (last: {last})",
+                    tried=tuple(nodes),
+                    last_cause=last,
+                )
             await backoff.wait()
 
     async def close(self) -> None:

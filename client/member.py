@@ -7,11 +7,17 @@ Error policy:
 * REBALANCE_IN_PROGRESS / ILLEGAL_GENERATION → rejoin with the same member id;
 * UNKNOWN_MEMBER_ID → rejoin with no member id; MEMBER_ID_REQUIRED → adopt the given id and rejoin;
 * FENCED_INSTANCE_ID, INCONSISTENT_GROUP_PROTOCOL and request errors → fatal: the member stops and
-  `wait_failed()` raises.
+  `wait_failed()` (and `wait_stable()`) raise the code's `FatalError` (client/errors.py).
 * GROUP_AUTHORIZATION_FAILED (the node's ACL refuses this caller the group) from any call, FindCoordinator
   included → fatal as above; `commit()` and `committed()` raise it to their caller.
+* No answer from any coordinator for `coordinator_timeout_ms` (`bootstrap_timeout_ms` before the first answer),
+  checked whenever the member needs a coordinator to join (so at the latest a session timeout later) → the member
+  stops with `CoordinatorUnavailable` (`BootstrapUnreachable` when no node answered at all); the streak is logged
+  once when it begins and once when it ends. `commit()` and `committed()` retry for at most
+  `default_api_timeout_ms`, then raise the retriable error; `commit()` before the first assignment raises
+  `CommitFailed`.
 * THROTTLING_QUOTA_EXCEEDED on JoinGroup (the group's join rate) → wait the reply's throttle_time_ms, back off,
-  join again; GROUP_MAX_SIZE_REACHED and POLICY_VIOLATION (a configured limit) → fatal, `MemberFailed` carries
+  join again; GROUP_MAX_SIZE_REACHED and POLICY_VIOLATION (a configured limit) → fatal, the error carries
   the node's error_message; an OffsetCommit refused as a whole gives its code for every partition.
 Ownership: partitions are revoked (`on_revoked`) before every rejoin, and the member stops believing it
 owns its assignment once a session timeout has passed without a successful heartbeat: no wait of the
@@ -33,12 +39,15 @@ import grpc
 
 from groupcoord.client.assignors import Assignor, get_assignor
 from groupcoord.client.batching import StreamBroken
-from groupcoord.client.discovery import (
-    Backoff,
-    Connections,
+from groupcoord.client.discovery import Backoff, Connections
+from groupcoord.client.errors import (
+    CommitFailed,
     CoordinatorUnavailable,
-    GroupAuthorizationFailed,
-    InvalidGroupId,
+    GroupcoordError,
+    InvalidRequest,
+    RetriableError,
+    WaitTimedOut,
+    error_for,
 )
 from groupcoord.client.protocol import (
     PROTOCOL_TYPE,
@@ -75,17 +84,17 @@ JoinReason = pb.JoinGroupRequest.JoinReason
 REVOKE_REJOIN, REVOKE_SESSION_LOST, REVOKE_FATAL, REVOKE_CLOSED = "rejoin", "session_lost", "fatal", "closed"
 
 
-class MemberFailed(Exception):
-    """A fatal error code: the member cannot go on (e.g. another process holds its group_instance_id)."""
-
-    def __init__(self, code: int, where: str, message: str = "") -> None:
-        name = Errors(code).name if code in Errors._value2member_map_ else str(code)
-        super().__init__(f"{where}: {name}" + (f" ({message})" if message else ""))
-        self.code = code
-
-
 class _Moved(Exception):
     """The coordinator moved or is unreachable: rediscover."""
+
+
+def _deadline_error(method: str, code: int | None, last: str) -> RetriableError:
+    """What a call that ran out of time raises: the coordinator's retriable code, or unavailability."""
+    if code is not None:
+        error = error_for(code, f"{method}: {last}")
+        if isinstance(error, RetriableError):
+            return error
+    return CoordinatorUnavailable(f"{method}: no coordinator answered (last: {last})", last_cause=last)
 
 
 class GroupMember:
@@ -105,6 +114,9 @@ class GroupMember:
         join_reason: int = JoinReason.UNKNOWN,
         security: ClientSecurity = PLAINTEXT,
         connections: Connections | None = None,
+        bootstrap_timeout_ms: int = 30_000,
+        coordinator_timeout_ms: int = 300_000,
+        default_api_timeout_ms: int = 60_000,
     ) -> None:
         self.group_id = group_id
         self.topics = dict(topics)
@@ -117,6 +129,12 @@ class GroupMember:
         self.on_assigned = on_assigned
         self.on_revoked = on_revoked
         self.join_reason = join_reason
+        # How long the member goes on without an answer from a coordinator before it stops: before its first
+        # answer (a wrong address should fail fast), and after it (a failover takes seconds, an outage longer).
+        self.bootstrap_timeout_s = bootstrap_timeout_ms / 1000
+        self.coordinator_timeout_s = coordinator_timeout_ms / 1000
+        # How long `commit()` and `committed()` retry moves and reloads before they raise (Kafka's setting).
+        self.default_api_timeout_s = default_api_timeout_ms / 1000
         self.member_id = ""
         self.generation_id = -1
         self.assignment = Assignment(())
@@ -129,31 +147,62 @@ class GroupMember:
         self.last_heartbeat_ok = 0.0  # time.monotonic() of the last successful heartbeat (or SyncGroup)
         self.revoke_reason = ""
         self._stable = asyncio.Event()
+        self._reached = False  # a coordinator has answered once
+        self._last_answer = 0.0  # time.monotonic() of the last answer from a coordinator (or of start())
+        self._unavailable_since: float | None = None  # a streak of unanswered calls began then (logged once)
 
     # -- lifecycle ------------------------------------------------------------------------------------
 
     async def start(self) -> None:
+        if self._task is not None:
+            raise RuntimeError("the member was started already")
+        self._last_answer = time.monotonic()
         self._task = asyncio.get_running_loop().create_task(self._run())
 
+    async def __aenter__(self) -> GroupMember:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
     async def wait_stable(self, timeout_s: float = 30.0) -> Assignment:
-        """Until the member holds an assignment of the current generation."""
-        await asyncio.wait_for(self._stable.wait(), timeout_s)
-        return self.assignment
+        """Until the member holds an assignment of the current generation. Raises the error that stopped the
+        member if it stops first, `WaitTimedOut` (a `TimeoutError`) if `timeout_s` passes first."""
+        if self._task is None:
+            raise RuntimeError("the member is not started")
+        stable = asyncio.ensure_future(self._stable.wait())
+        try:
+            await asyncio.wait({stable, self._task}, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stable.cancel()
+        if self._task.done():
+            self._task.result()  # raises what stopped the member
+            raise RuntimeError("the member is closed")
+        if self._stable.is_set():
+            return self.assignment
+        raise WaitTimedOut(
+            f"group {self.group_id!r} not stable within {timeout_s:g} s (member {self.member_id or '-'}, "
+            f"generation {self.generation_id})"
+        )
 
     async def wait_failed(self) -> None:
-        """Raises the fatal error that stopped the member (returns when closed normally)."""
+        """Raises the error that stopped the member (returns when it was closed)."""
         if self._task is not None:
             await self._task
 
     async def close(self) -> None:
         self._closing = True
+        failed = False
         if self._task is not None:
+            failed = self._task.done() and not self._task.cancelled() and self._task.exception() is not None
             self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, MemberFailed):
+            with contextlib.suppress(asyncio.CancelledError, GroupcoordError):
                 await self._task
         await self._revoke(REVOKE_CLOSED)
-        if not self.group_instance_id and self.member_id:
-            # Dynamic members leave so the group rebalances at once; static ones keep their place.
+        if not self.group_instance_id and self.member_id and not failed:
+            # Dynamic members leave so the group rebalances at once; static ones keep their place. A member that
+            # an error stopped does not: it was fenced or refused, or no coordinator answers.
             with contextlib.suppress(Exception):
                 request = pb.LeaveGroupRequest(group_id=self.group_id)
                 request.members.add(member_id=self.member_id, reason="closed")
@@ -164,7 +213,12 @@ class GroupMember:
     # -- offsets --------------------------------------------------------------------------------------
 
     async def commit(self, offsets: dict[tuple[str, int], int]) -> dict[tuple[str, int], int]:
-        """Commits offsets of this generation; returns the error code per partition (NONE = acknowledged)."""
+        """Commits offsets of this generation; returns the error code per partition (NONE = acknowledged).
+
+        Raises `CommitFailed` before the member's first assignment (a commit with no generation would be a
+        group-less "simple" commit, which the coordinator refuses or, for an empty group, takes as an admin's)."""
+        if self.generation_id < 0:
+            raise CommitFailed(f"group {self.group_id!r}: the member has not joined yet (no generation to commit in)")
         request = pb.OffsetCommitRequest(
             group_id=self.group_id,
             generation_id=self.generation_id,
@@ -176,7 +230,7 @@ class GroupMember:
             if topic not in by_topic:
                 by_topic[topic] = request.topics.add(name=topic)
             by_topic[topic].partitions.add(partition_index=partition, committed_offset=offset)
-        response = await self._call("OffsetCommit", request)
+        response = await self._call("OffsetCommit", request, deadline=self._api_deadline())
         if response.error_code != Errors.NONE:
             # Refused as a whole by a configured limit (e.g. too many partitions): every partition gets the code.
             log.warning("member.commit_refused", extra=fields(group=self.group_id, error=response.error_message))
@@ -184,7 +238,8 @@ class GroupMember:
         return {(t.name, p.partition_index): p.error_code for t in response.topics for p in t.partitions}
 
     async def committed(self) -> dict[tuple[str, int], int]:
-        response = await self._call("OffsetFetch", pb.OffsetFetchRequest(group_id=self.group_id))
+        request = pb.OffsetFetchRequest(group_id=self.group_id)
+        response = await self._call("OffsetFetch", request, deadline=self._api_deadline())
         return {(t.name, p.partition_index): p.committed_offset for t in response.topics for p in t.partitions}
 
     # -- the membership loop --------------------------------------------------------------------------
@@ -200,8 +255,9 @@ class GroupMember:
             except _Moved:
                 self._connections.forget(self.group_id)
                 await backoff.wait()
-            except MemberFailed:
-                # Another process may own these partitions now (e.g. fenced): stop believing we do.
+            except GroupcoordError:
+                # Fatal, or no coordinator for longer than allowed: another process may own these partitions
+                # now (e.g. fenced), so stop believing we do.
                 await self._revoke(REVOKE_FATAL)
                 raise
             except asyncio.CancelledError:
@@ -228,7 +284,7 @@ class GroupMember:
                 protocol_name=joined.protocol_name,
                 assignments=[pb.SyncGroupRequest.Assignment(member_id=m, assignment=a) for m, a in assignments.items()],
             )
-            synced = await self._call("SyncGroup", request)
+            synced = await self._call("SyncGroup", request, deadline=self._membership_deadline())
             if synced.error_code in REJOIN:
                 if synced.error_code == Errors.UNKNOWN_MEMBER_ID:
                     self.member_id = ""
@@ -277,7 +333,12 @@ class GroupMember:
                 client_software_name=SOFTWARE_NAME,
                 client_software_version=SOFTWARE_VERSION,
             )  # fmt: skip
-            joined = await self._call("JoinGroup", request, timeout_s=self.rebalance_timeout_ms / 1000 + 10)
+            joined = await self._call(
+                "JoinGroup",
+                request,
+                timeout_s=self.rebalance_timeout_ms / 1000 + 10,
+                deadline=self._membership_deadline(),
+            )
             if joined.error_code == Errors.MEMBER_ID_REQUIRED:
                 self.member_id = joined.member_id
                 continue
@@ -348,43 +409,84 @@ class GroupMember:
         attempts: int = 0,
         timeout_s: float | None = None,
         lookup_timeout_s: float = 30.0,
+        deadline: float | None = None,
     ) -> Any:
-        """One RPC to the group's coordinator, retried across LOAD_IN_PROGRESS and moves (`attempts`=0: forever
-        until the member closes); raises `_Moved` when out of attempts or when no node names a coordinator
-        within `lookup_timeout_s`."""
+        """One RPC to the group's coordinator, retried across LOAD_IN_PROGRESS and moves. With `attempts`, raises
+        `_Moved` once they are used up; without, retries until `deadline` (time.monotonic(); None: until the member
+        closes), then raises the last try's retriable error (`BootstrapUnreachable` when no node answered)."""
         backoff = Backoff()
         tries = 0
         while True:
             tries += 1
+            lookup_s = lookup_timeout_s
+            if deadline is not None:
+                lookup_s = max(min(lookup_s, deadline - time.monotonic()), 0.1)
             try:
-                address = await self._connections.coordinator(self.group_id, timeout_s=lookup_timeout_s)
-            except InvalidGroupId as exc:
-                raise MemberFailed(Errors.INVALID_GROUP_ID, str(exc)) from None
-            except GroupAuthorizationFailed as exc:
-                raise MemberFailed(Errors.GROUP_AUTHORIZATION_FAILED, str(exc)) from None
-            except CoordinatorUnavailable:
+                address = await self._connections.coordinator(self.group_id, timeout_s=lookup_s)
+            except CoordinatorUnavailable as exc:
+                self._unavailable(method, exc.last_cause or str(exc))
                 if attempts:
                     raise _Moved() from None
+                if deadline is not None and time.monotonic() >= deadline:
+                    raise
                 continue
             try:
                 reply = await self._send(method, address, request, timeout_s or self._connections.request_timeout_s)
             except grpc.aio.AioRpcError as exc:
                 if exc.code() == grpc.StatusCode.INVALID_ARGUMENT:
-                    raise MemberFailed(Errors.INVALID_REQUEST, f"{method}: {exc.details()}") from None
-                code = None
+                    raise InvalidRequest(f"{method}: {exc.details()}") from None
+                code, last = None, f"{address}: {exc.code().name}"
             except StreamBroken:
-                code = None
+                code, last = None, f"{address}: the stream broke"
             else:
                 code = _first_code(reply)
                 if code == Errors.GROUP_AUTHORIZATION_FAILED:
-                    raise MemberFailed(code, getattr(reply, "error_message", "") or method)
+                    raise error_for(code, getattr(reply, "error_message", "") or method)
                 if code not in REDISCOVER and code != Errors.COORDINATOR_LOAD_IN_PROGRESS:
+                    self._answered()
                     return reply
+                last = f"{address}: {Errors(code).name}"
             if code != Errors.COORDINATOR_LOAD_IN_PROGRESS:
                 self._connections.forget(self.group_id)
+            self._unavailable(method, last)
             if attempts and tries >= attempts:
                 raise _Moved()
+            if deadline is not None and time.monotonic() >= deadline:
+                raise _deadline_error(method, code, last)
             await backoff.wait()
+
+    def _api_deadline(self) -> float:
+        return time.monotonic() + self.default_api_timeout_s
+
+    def _membership_deadline(self) -> float:
+        """Joins and syncs retry until no coordinator has answered for the allowed time."""
+        allowed = self.coordinator_timeout_s if self._reached else self.bootstrap_timeout_s
+        return self._last_answer + allowed
+
+    def _answered(self) -> None:
+        self._reached = True
+        self._last_answer = time.monotonic()
+        if self._unavailable_since is not None:
+            log.info(
+                "member.coordinator_available",
+                extra=fields(**self._log_fields(), after_s=round(self._last_answer - self._unavailable_since, 3)),
+            )
+            self._unavailable_since = None
+
+    def _unavailable(self, method: str, cause: str) -> None:
+        """Logs a streak of unanswered calls once, when it begins."""
+        if self._unavailable_since is not None:
+            return
+        self._unavailable_since = time.monotonic()
+        allowed = self.coordinator_timeout_s if self._reached else self.bootstrap_timeout_s
+        log.warning(
+            "member.coordinator_unavailable",
+            extra=fields(**self._log_fields(), call=method, cause=cause, retrying_for_s=allowed),
+        )
+
+    def _log_fields(self) -> dict[str, Any]:
+        """What every log line of the member says it is about."""
+        return {"group": self.group_id, "member": self.member_id, "generation": self.generation_id}
 
     async def _send(self, method: str, address: str, request: Any, timeout_s: float) -> Any:
         """Heartbeats and commits go in the batches of the connections' streams, every other call is a unary call."""
@@ -396,7 +498,7 @@ class GroupMember:
 
     def _check(self, code: int, where: str, message: str = "") -> None:
         if code != Errors.NONE:
-            raise MemberFailed(code, where, message)
+            raise error_for(code, f"{where}: {message}" if message else where)
 
     async def _revoke(self, reason: str) -> None:
         if self.assignment.partitions:

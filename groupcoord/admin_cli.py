@@ -94,7 +94,7 @@ def _print_json(value: Any) -> None:
 
 def _failures(items: dict[str, int], messages: dict[str, str] | None = None) -> int:
     """Names every failed item on stderr, with the node's message when there is one; the exit code for the lot."""
-    from groupcoord.client.admin import error_name
+    from groupcoord.client.errors import error_name
 
     failed = {k: c for k, c in items.items() if c != 0}
     for key, code in failed.items():
@@ -107,7 +107,8 @@ def _run(args: argparse.Namespace, job: Callable[[Admin], Awaitable[int]]) -> in
     """Runs `job` with an Admin on --bootstrap; maps whole-request failures to one line and an exit code."""
     bootstrap = parse_bootstrap(args.bootstrap)
     security = client_security(args)
-    from groupcoord.client.admin import Admin, AdminError, ClusterUnreachable
+    from groupcoord.client.admin import Admin
+    from groupcoord.client.errors import BootstrapUnreachable, GroupcoordError
 
     async def main() -> int:
         async with Admin(
@@ -117,9 +118,9 @@ def _run(args: argparse.Namespace, job: Callable[[Admin], Awaitable[int]]) -> in
 
     try:
         return asyncio.run(main())
-    except ClusterUnreachable as exc:
+    except BootstrapUnreachable as exc:
         raise Unreachable(f"cannot reach the cluster: {exc.message}{unreachable_hint(security)}") from None
-    except AdminError as exc:
+    except GroupcoordError as exc:
         raise RequestFailed(str(exc)) from None
 
 
@@ -139,7 +140,7 @@ def _groups_list(args: argparse.Namespace) -> int:
 
 
 def _groups_describe(args: argparse.Namespace) -> int:
-    from groupcoord.client.admin import error_name
+    from groupcoord.client.errors import error_name
 
     async def job(admin: Admin) -> int:
         described = await admin.describe_groups(args.groups)
@@ -192,7 +193,7 @@ def _groups_describe(args: argparse.Namespace) -> int:
 
 
 def _groups_delete(args: argparse.Namespace) -> int:
-    from groupcoord.client.admin import error_name
+    from groupcoord.client.errors import error_name
 
     async def job(admin: Admin) -> int:
         results = await admin.delete_groups(args.groups)
@@ -209,7 +210,7 @@ def _groups_delete(args: argparse.Namespace) -> int:
 
 
 def _members_result(args: argparse.Namespace, results: dict[str, int], done: str) -> int:
-    from groupcoord.client.admin import error_name
+    from groupcoord.client.errors import error_name
 
     if args.json:
         _print_json([{"group_instance_id": i, "error_code": c, "error": error_name(c)} for i, c in results.items()])
@@ -249,7 +250,7 @@ def _offsets_get(args: argparse.Namespace) -> int:
 
 
 def _offsets_set(args: argparse.Namespace) -> int:
-    from groupcoord.client.admin import error_name
+    from groupcoord.client.errors import error_name
 
     wanted = dict(parse_offset(text) for text in args.offsets)
 
@@ -276,7 +277,7 @@ def _offsets_set(args: argparse.Namespace) -> int:
 
 
 def _offsets_delete(args: argparse.Namespace) -> int:
-    from groupcoord.client.admin import error_name
+    from groupcoord.client.errors import error_name
 
     named = [parse_partition(text) for text in args.partitions]
     topics = list(dict.fromkeys(args.topic or ()))
@@ -307,7 +308,7 @@ def _offsets_delete(args: argparse.Namespace) -> int:
 
 
 def _topics_create(args: argparse.Namespace) -> int:
-    from groupcoord.client.admin import error_name
+    from groupcoord.client.errors import error_name
 
     async def job(admin: Admin) -> int:
         created = await admin.create_topics([(name, args.partitions) for name in dict.fromkeys(args.topics)])
@@ -338,7 +339,7 @@ def _topics_list(args: argparse.Namespace) -> int:
 
 
 def _topics_delete(args: argparse.Namespace) -> int:
-    from groupcoord.client.admin import error_name
+    from groupcoord.client.errors import error_name
 
     async def job(admin: Admin) -> int:
         results = await admin.delete_topics(args.topics)

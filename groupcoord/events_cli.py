@@ -52,7 +52,8 @@ def _from_cluster(args: argparse.Namespace, merger: Merger) -> tuple[list[str], 
     import grpc
 
     from groupcoord.admin_cli import Unreachable, parse_bootstrap
-    from groupcoord.client.admin import Admin, AdminError, ClusterUnreachable
+    from groupcoord.client.admin import Admin
+    from groupcoord.client.errors import BootstrapUnreachable, GroupcoordError
 
     security = client_security(args)
 
@@ -64,7 +65,7 @@ def _from_cluster(args: argparse.Namespace, merger: Merger) -> tuple[list[str], 
                 address = f"{node.host}:{node.port}"
                 try:
                     await _read_node(merger, admin, node.node_id, address)
-                except AdminError as exc:
+                except GroupcoordError as exc:
                     failed.append(f"node {node.node_id} ({address}): {exc}")
                     continue
                 except grpc.aio.AioRpcError as exc:  # the node is down, or the stream broke or ran out of time
@@ -80,7 +81,7 @@ def _from_cluster(args: argparse.Namespace, merger: Merger) -> tuple[list[str], 
 
     try:
         return asyncio.run(main())
-    except ClusterUnreachable as exc:
+    except BootstrapUnreachable as exc:
         raise Unreachable(f"cannot reach the cluster: {exc.message}{unreachable_hint(security)}") from None
 
 

@@ -17,7 +17,8 @@ import pytest
 
 from groupcoord import certs
 from groupcoord.client import GroupMember
-from groupcoord.client.admin import Admin, ClusterUnreachable
+from groupcoord.client.admin import Admin
+from groupcoord.client.errors import BootstrapUnreachable
 from groupcoord.client.security import PLAINTEXT, ClientSecurity
 from groupcoord.protocol.errors import Errors
 from tests.deploy.test_containers import BOOTSTRAP, NODES, ROOT, compose_cluster
@@ -101,7 +102,7 @@ async def test_a_tls_compose_cluster_admits_only_clients_of_its_ca(tmp_path_fact
             "trusting another CA": ClientSecurity(str(other / certs.CA_FILE), str(cert), str(key)),
         }
         for what, security in refused.items():
-            with pytest.raises(ClusterUnreachable):
+            with pytest.raises(BootstrapUnreachable):
                 async with Admin(BOOTSTRAP, deadline_s=3, connect_timeout_s=3, security=security) as client:
                     await client.describe_cluster()
                 pytest.fail(f"a client with {what} was let in")

@@ -13,8 +13,9 @@ from pathlib import Path
 import grpc
 import pytest
 
-from groupcoord.client.admin import Admin, AdminError
-from groupcoord.client.member import GroupMember, MemberFailed
+from groupcoord.client.admin import Admin
+from groupcoord.client.errors import GroupAuthorizationFailed
+from groupcoord.client.member import GroupMember
 from groupcoord.client.security import ClientSecurity
 from groupcoord.node.auth import hash_token
 from groupcoord.node.service import DENIED_LOG_PER_S
@@ -347,7 +348,7 @@ async def test_the_sdk_fails_clearly_on_a_refusal(node):
     stranger = GroupMember(bootstrap, "team-b.sdk", {"t": 2}, security=team_a, session_timeout_ms=6000)
     await stranger.start()
     started = time.monotonic()
-    with pytest.raises(MemberFailed) as failed:
+    with pytest.raises(GroupAuthorizationFailed) as failed:
         await asyncio.wait_for(stranger.wait_failed(), 10)
     assert failed.value.code == DENIED and time.monotonic() - started < 5
     assert "team-b.sdk" in str(failed.value) and "GROUP_AUTHORIZATION_FAILED" in str(failed.value)
@@ -369,14 +370,14 @@ async def test_the_sdk_fails_clearly_on_a_refusal(node):
 
     async with Admin(bootstrap, deadline_s=10, security=team_a) as admin:
         assert await admin.delete_groups(["team-a.sdk", "team-b.sdk"]) == {"team-a.sdk": DENIED, "team-b.sdk": DENIED}
-        with pytest.raises(AdminError) as refused:
+        with pytest.raises(GroupAuthorizationFailed) as refused:
             await admin.list_offsets("team-b.sdk")
         assert refused.value.code == DENIED
-        with pytest.raises(AdminError) as refused:
+        with pytest.raises(GroupAuthorizationFailed) as refused:
             await admin.add_members("team-a.sdk", ["s1"])
         assert refused.value.code == DENIED
         assert (await admin.describe_cluster()).partitions == ()
-        with pytest.raises(AdminError) as refused:
+        with pytest.raises(GroupAuthorizationFailed) as refused:
             [e async for e in admin.read_events(node.address)]
         assert refused.value.code == DENIED
         assert all(g.group_id.startswith("team-a.") for g in await admin.list_groups())

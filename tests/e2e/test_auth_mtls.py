@@ -12,7 +12,8 @@ import pytest
 
 from groupcoord import certs
 from groupcoord.client.admin import Admin
-from groupcoord.client.member import GroupMember, MemberFailed
+from groupcoord.client.errors import GroupAuthorizationFailed
+from groupcoord.client.member import GroupMember
 from groupcoord.client.security import ClientSecurity, aio_channel
 from groupcoord.node.auth import hash_token
 from groupcoord.protocol.errors import Errors
@@ -123,7 +124,7 @@ async def test_admin_operations_need_the_admin_certificate(stubs):
 async def test_the_sdk_with_a_client_certificate(node, pki):
     member = GroupMember([node.address], "team-b.sdk", {"t": 1}, security=security(pki, "team-a"))
     await member.start()
-    with pytest.raises(MemberFailed) as failed:
+    with pytest.raises(GroupAuthorizationFailed) as failed:
         await asyncio.wait_for(member.wait_failed(), 10)
     assert failed.value.code == DENIED
     await member.close()

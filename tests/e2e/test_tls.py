@@ -26,7 +26,8 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from groupcoord import certs
 from groupcoord.cli import build_parser
 from groupcoord.client import GroupMember
-from groupcoord.client.admin import Admin, ClusterUnreachable
+from groupcoord.client.admin import Admin
+from groupcoord.client.errors import BootstrapUnreachable
 from groupcoord.client.security import PLAINTEXT, ClientSecurity, SecurityError, aio_channel, sync_channel
 from groupcoord.client.sync import SyncGroupMember
 from groupcoord.errors import UserError
@@ -112,13 +113,13 @@ async def describe_cluster(address: str, sec: ClientSecurity) -> int:
 
 
 async def refused(address: str, sec: ClientSecurity) -> str:
-    """The failure a client that may not connect gets: quickly, as ClusterUnreachable."""
+    """The failure a client that may not connect gets: quickly, as BootstrapUnreachable."""
     started = time.monotonic()
-    with pytest.raises(ClusterUnreachable) as failed:
+    with pytest.raises(BootstrapUnreachable) as failed:
         await describe_cluster(address, sec)
     assert time.monotonic() - started < FAIL_WITHIN_S
-    assert "UNAVAILABLE" in failed.value.detail or "UNKNOWN" in failed.value.detail, failed.value.detail
-    return failed.value.detail
+    assert "UNAVAILABLE" in failed.value.last_cause or "UNKNOWN" in failed.value.last_cause, failed.value.last_cause
+    return failed.value.last_cause
 
 
 # -- server TLS ---------------------------------------------------------------------------------------
@@ -455,7 +456,7 @@ async def test_a_stuck_handshake_does_not_hang_the_client(pki: Path):
     port = server.sockets[0].getsockname()[1]
     started = time.monotonic()
     try:
-        with pytest.raises(ClusterUnreachable):
+        with pytest.raises(BootstrapUnreachable):
             await describe_cluster(f"127.0.0.1:{port}", security(pki, client=None))
     finally:
         server.close()

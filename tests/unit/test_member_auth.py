@@ -8,7 +8,8 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from groupcoord.client.member import GroupMember, MemberFailed
+from groupcoord.client.errors import GroupAuthorizationFailed
+from groupcoord.client.member import GroupMember
 from groupcoord.protocol.errors import Errors
 from groupcoord.protocol.v1 import groupcoord_pb2 as pb
 from tests.unit.fake_coordinator import FakeCoordinator
@@ -24,8 +25,8 @@ async def member(fake: FakeCoordinator) -> AsyncIterator[GroupMember]:
     await asyncio.wait_for(m.close(), 10)
 
 
-async def fails_with_denied(member: GroupMember, fake: FakeCoordinator) -> MemberFailed:
-    with pytest.raises(MemberFailed) as caught:
+async def fails_with_denied(member: GroupMember, fake: FakeCoordinator) -> GroupAuthorizationFailed:
+    with pytest.raises(GroupAuthorizationFailed) as caught:
         await asyncio.wait_for(member.wait_failed(), 5)
     assert caught.value.code == DENIED
     before = fake.count()
@@ -69,10 +70,10 @@ async def test_commit_and_committed_raise_a_refusal(fake, member):
     await member.start()
     await member.wait_stable(5)
     fake.script("OffsetFetch", DENIED)
-    with pytest.raises(MemberFailed) as caught:
+    with pytest.raises(GroupAuthorizationFailed) as caught:
         await asyncio.wait_for(member.committed(), 5)
     assert caught.value.code == DENIED
     fake.script("OffsetCommit", pb.OffsetCommitResponse(error_code=DENIED, error_message="not yours"))
-    with pytest.raises(MemberFailed, match="not yours") as caught:
+    with pytest.raises(GroupAuthorizationFailed, match="not yours") as caught:
         await asyncio.wait_for(member.commit({("t", 0): 1}), 5)
     assert caught.value.code == DENIED

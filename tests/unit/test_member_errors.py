@@ -10,7 +10,7 @@ Code → expected reaction (tests below):
 * COORDINATOR_LOAD_IN_PROGRESS → retry the same node, no FindCoordinator.
 * FENCED_INSTANCE_ID, INCONSISTENT_GROUP_PROTOCOL, INVALID_SESSION_TIMEOUT, INVALID_GROUP_ID,
   GROUP_MAX_SIZE_REACHED, INVALID_REQUEST (code or gRPC INVALID_ARGUMENT) → fatal: `wait_failed()` raises
-  `MemberFailed(code)` and nothing more is sent.
+  the code's `FatalError` (client/errors.py) and nothing more is sent.
 * THROTTLING_QUOTA_EXCEEDED (JoinGroup) → wait `throttle_time_ms`, join again; POLICY_VIOLATION (a configured
   limit) → fatal, with the node's message; an OffsetCommit refused as a whole → its code for every partition.
 * UNKNOWN_SERVER_ERROR: SPEC §5 is silent; the client treats it as fatal on JoinGroup, SyncGroup and Heartbeat
@@ -36,8 +36,9 @@ from typing import Any
 import grpc
 import pytest
 
-from groupcoord.client.discovery import Connections, CoordinatorUnavailable
-from groupcoord.client.member import GroupMember, MemberFailed
+from groupcoord.client.discovery import Connections
+from groupcoord.client.errors import CoordinatorUnavailable, FatalError, PolicyViolation
+from groupcoord.client.member import GroupMember
 from groupcoord.client.protocol import Assignment
 from groupcoord.client.sync import SyncGroupMember
 from groupcoord.protocol.errors import Errors
@@ -110,7 +111,7 @@ async def until(predicate: Callable[[], bool], timeout_s: float = 5.0) -> None:
 
 
 async def failed_with(member: GroupMember, code: int, timeout_s: float = 5.0) -> None:
-    with pytest.raises(MemberFailed) as caught:
+    with pytest.raises(FatalError) as caught:
         await asyncio.wait_for(member.wait_failed(), timeout_s)
     assert caught.value.code == code
 
@@ -596,7 +597,7 @@ async def test_policy_violation_on_join_is_fatal_with_the_nodes_message(fake: Fa
     fake.script("JoinGroup", pb.JoinGroupResponse(error_code=Errors.POLICY_VIOLATION, error_message=message))
     member, _ = make(fake)
     await started(member)
-    with pytest.raises(MemberFailed, match=f"JoinGroup: POLICY_VIOLATION \\({message}\\)"):
+    with pytest.raises(PolicyViolation, match=f"POLICY_VIOLATION: JoinGroup: {message}"):
         await asyncio.wait_for(member.wait_failed(), 5)
     await quiet_after_failure(fake)
 
