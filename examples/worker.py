@@ -18,7 +18,7 @@ import signal
 import sys
 import time
 
-from groupcoord.client import Assignment, GroupMember
+from groupcoord.client import Assignment, GroupMember, RetriableError
 from groupcoord.errors import UserError
 from groupcoord.security_flags import add_security_flags, client_security
 
@@ -78,12 +78,16 @@ async def main(args: argparse.Namespace) -> int:
             owned = member.assignment.partitions
             if not owned:
                 continue
-            if owned != owned_before:
-                # New partitions continue from what their previous owner committed, never from our old view.
-                progress = await member.committed()
-                owned_before = owned
-            batch = {tp: progress.get(tp, 0) + 1 for tp in owned}
-            codes = await member.commit(batch)
+            try:
+                if owned != owned_before:
+                    # New partitions continue from what their previous owner committed, never from our old view.
+                    progress = await member.committed()
+                    owned_before = owned
+                batch = {tp: progress.get(tp, 0) + 1 for tp in owned}
+                codes = await member.commit(batch)
+            except RetriableError as exc:  # no coordinator for default_api_timeout_ms: try again next turn
+                _say("commit_failed", member, error=str(exc))
+                continue
             progress.update({tp: off for tp, off in batch.items() if codes.get(tp) == 0})
             _say("committed", member, generation=member.generation_id,
                  offsets={f"{t}-{p}": o for (t, p), o in batch.items() if codes.get((t, p)) == 0})  # fmt: skip
