@@ -2,7 +2,7 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-# Re-installs whenever pyproject.toml (dependencies, entry points) changes.
+# Re-installs whenever pyproject.toml (dependencies, entry points) or constraints.txt (their exact pins) changes.
 STAMP := $(VENV)/.installed
 # `make run NODES=5 PORT=50061`: only what is given is passed on, so a restart keeps the cluster's own shape.
 NODES ?=
@@ -12,13 +12,13 @@ CLUSTER_DIR ?= .groupcoord/cluster
 JS := tests/kafka/js
 JS_STAMP := $(JS)/node_modules/.installed
 
-.PHONY: venv run cluster stop test lint proto image system js
+.PHONY: venv run cluster stop test lint proto image system js api
 
 venv: $(STAMP)
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --disable-pip-version-check --quiet -e '.[dev,spark]'
+	$(BIN)/python -m pip install --disable-pip-version-check --quiet -c constraints.txt -e '.[dev,spark]'
 	touch $(STAMP)
 
 # The demo: a local 3-node cluster, four workers, a coordinator killed with SIGKILL, no rebalance.
@@ -59,6 +59,10 @@ $(JS_STAMP): $(JS)/package.json $(JS)/package-lock.json
 # groupcoord:latest from a wheelhouse made here (deploy/build-image picks the base image itself).
 image: $(STAMP)
 	deploy/build-image
+
+# The SDK's API reference (pdoc, from the docstrings): build/api/index.html.
+api: $(STAMP)
+	$(BIN)/python scripts/api_reference.py build/api
 
 proto: $(STAMP)
 	$(BIN)/python -m groupcoord.protocol.generate

@@ -60,6 +60,10 @@ class Connections:
             channel = self._channels[address] = self._open_channel(address)
         return pb_grpc.GroupCoordinatorStub(channel)
 
+    def known_coordinator(self, group_id: str) -> str:
+        """The cached coordinator's address ("" while none is known)."""
+        return self._coordinators.get(group_id, "")
+
     def forget(self, group_id: str) -> None:
         """The cached coordinator said it is not (or no longer) the coordinator."""
         self._coordinators.pop(group_id, None)

@@ -90,26 +90,38 @@ class WaitTimedOut(RetriableError, TimeoutError):
 
 
 class CoordinatorLoadInProgress(RetriableError):
+    """The coordinator is still loading the group's partition (a new leader replaying its log)."""
+
     default_code = Errors.COORDINATOR_LOAD_IN_PROGRESS
 
 
 class NotCoordinator(RetriableError):
+    """The node asked no longer coordinates the group (its partition's leadership moved)."""
+
     default_code = Errors.NOT_COORDINATOR
 
 
 class RebalanceInProgress(RetriableError):
+    """The group is rebalancing; the same call succeeds once the member has rejoined."""
+
     default_code = Errors.REBALANCE_IN_PROGRESS
 
 
 class RequestTimedOut(RetriableError):
+    """A request that waits for the cluster ran out of time; it is safe to repeat."""
+
     default_code = Errors.REQUEST_TIMED_OUT
 
 
 class ThrottlingQuotaExceeded(RetriableError):
+    """The group's JoinGroup rate is used up; the node's answer says how long to wait."""
+
     default_code = Errors.THROTTLING_QUOTA_EXCEEDED
 
 
 class UnstableOffsetCommit(RetriableError):
+    """An offset of the group is being committed; fetch again."""
+
     default_code = Errors.UNSTABLE_OFFSET_COMMIT
 
 
@@ -121,50 +133,74 @@ class CommitFailed(FatalError):
 
 
 class FencedInstanceId(FatalError):
+    """Another process joined with this `group_instance_id`: this one must stop (static membership)."""
+
     default_code = Errors.FENCED_INSTANCE_ID
 
 
 class GroupAuthorizationFailed(FatalError):
+    """The node's ACL refuses this caller the group or the operation (docs/SECURITY.md)."""
+
     default_code = Errors.GROUP_AUTHORIZATION_FAILED
 
 
 class ClusterAuthorizationFailed(FatalError):
+    """The operation needs a cluster admin identity (membership changes)."""
+
     default_code = Errors.CLUSTER_AUTHORIZATION_FAILED
 
 
 class InvalidGroupId(FatalError):
+    """The group id is empty or longer than the cluster's `group_max_id_length`."""
+
     default_code = Errors.INVALID_GROUP_ID
 
 
 class InvalidSessionTimeout(FatalError):
+    """The session timeout is outside the cluster's allowed range."""
+
     default_code = Errors.INVALID_SESSION_TIMEOUT
 
 
 class InconsistentGroupProtocol(FatalError):
+    """The member's protocol type or assignors share nothing with the group's."""
+
     default_code = Errors.INCONSISTENT_GROUP_PROTOCOL
 
 
 class GroupMaxSizeReached(FatalError):
+    """The group holds `group_max_size` members already."""
+
     default_code = Errors.GROUP_MAX_SIZE_REACHED
 
 
 class PolicyViolation(FatalError):
+    """A configured limit refused the request; the message names the limit."""
+
     default_code = Errors.POLICY_VIOLATION
 
 
 class InvalidRequest(FatalError):
+    """The node refused the message itself (malformed, or over a size limit)."""
+
     default_code = Errors.INVALID_REQUEST
 
 
 class UnknownServerError(FatalError):
+    """The node failed to handle the call."""
+
     default_code = Errors.UNKNOWN_SERVER_ERROR
 
 
 class GroupIdNotFound(FatalError):
+    """No such group (an `Admin` request)."""
+
     default_code = Errors.GROUP_ID_NOT_FOUND
 
 
 class NonEmptyGroup(FatalError):
+    """The group has members, or is of another protocol type (an `Admin` request)."""
+
     default_code = Errors.NON_EMPTY_GROUP
 
 

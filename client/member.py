@@ -35,17 +35,12 @@ from collections.abc import Awaitable, Callable
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
-import grpc
-
 from groupcoord.client.assignors import Assignor, get_assignor
-from groupcoord.client.batching import StreamBroken
+from groupcoord.client.calls import CoordinatorCalls, Moved
 from groupcoord.client.discovery import Backoff, Connections
 from groupcoord.client.errors import (
     CommitFailed,
-    CoordinatorUnavailable,
     GroupcoordError,
-    InvalidRequest,
-    RetriableError,
     WaitTimedOut,
     error_for,
 )
@@ -59,6 +54,7 @@ from groupcoord.client.protocol import (
     encode_subscription,
 )
 from groupcoord.client.security import PLAINTEXT, ClientSecurity
+from groupcoord.client.stats import MemberStats, StatsRecorder
 from groupcoord.logfields import fields
 from groupcoord.protocol.errors import Errors
 from groupcoord.protocol.v1 import groupcoord_pb2 as pb
@@ -67,37 +63,31 @@ log = logging.getLogger(__name__)
 
 
 def _installed_version() -> str:
-    try:
-        return version("groupcoord")
-    except PackageNotFoundError:  # run from a source tree that was never installed
-        return ""
+    """The SDK's distribution (groupcoord-client), or the development install of the whole tree (groupcoord)."""
+    for distribution in ("groupcoord-client", "groupcoord"):
+        try:
+            return version(distribution)
+        except PackageNotFoundError:
+            continue
+    return ""  # run from a source tree that was never installed
 
 
 # What the member tells the coordinator it runs (DescribeGroups shows it), as a Kafka client does in ApiVersions.
 SOFTWARE_NAME = "groupcoord-python"
 SOFTWARE_VERSION = _installed_version()
 Callback = Callable[[Assignment], Awaitable[None] | None]
-REDISCOVER = (Errors.COORDINATOR_NOT_AVAILABLE, Errors.NOT_COORDINATOR)
+StatsCallback = Callable[[MemberStats], Awaitable[None] | None]
 REJOIN = (Errors.REBALANCE_IN_PROGRESS, Errors.ILLEGAL_GENERATION, Errors.UNKNOWN_MEMBER_ID)
 JoinReason = pb.JoinGroupRequest.JoinReason
 # Why an assignment was revoked (`GroupMember.revoke_reason`, set before `on_revoked` runs).
 REVOKE_REJOIN, REVOKE_SESSION_LOST, REVOKE_FATAL, REVOKE_CLOSED = "rejoin", "session_lost", "fatal", "closed"
 
 
-class _Moved(Exception):
-    """The coordinator moved or is unreachable: rediscover."""
-
-
-def _deadline_error(method: str, code: int | None, last: str) -> RetriableError:
-    """What a call that ran out of time raises: the coordinator's retriable code, or unavailability."""
-    if code is not None:
-        error = error_for(code, f"{method}: {last}")
-        if isinstance(error, RetriableError):
-            return error
-    return CoordinatorUnavailable(f"{method}: no coordinator answered (last: {last})", last_cause=last)
-
-
 class GroupMember:
+    """A worker's membership in a group: `async with GroupMember(bootstrap, group_id, topics) as member`, then
+    `await member.wait_stable()` for the partitions it owns, `commit()` as it makes progress. The error policy and
+    the settings that bound waiting are in this module's docstring and docs/CLIENT.md."""
+
     def __init__(
         self,
         bootstrap: list[str],
@@ -117,6 +107,8 @@ class GroupMember:
         bootstrap_timeout_ms: int = 30_000,
         coordinator_timeout_ms: int = 300_000,
         default_api_timeout_ms: int = 60_000,
+        stats_cb: StatsCallback | None = None,
+        stats_interval_ms: int = 0,
     ) -> None:
         self.group_id = group_id
         self.topics = dict(topics)
@@ -147,17 +139,26 @@ class GroupMember:
         self.last_heartbeat_ok = 0.0  # time.monotonic() of the last successful heartbeat (or SyncGroup)
         self.revoke_reason = ""
         self._stable = asyncio.Event()
-        self._reached = False  # a coordinator has answered once
-        self._last_answer = 0.0  # time.monotonic() of the last answer from a coordinator (or of start())
-        self._unavailable_since: float | None = None  # a streak of unanswered calls began then (logged once)
+        # client/stats.py: `stats()` at any time; `stats_cb` every `stats_interval_ms` too (0: never).
+        self._stats = StatsRecorder()
+        self._calls = CoordinatorCalls(
+            self._connections, group_id, self._stats, self._log_fields, self.bootstrap_timeout_s,
+            self.coordinator_timeout_s,
+        )  # fmt: skip
+        self.stats_cb = stats_cb
+        self.stats_interval_s = stats_interval_ms / 1000
+        self._reporter: asyncio.Task[None] | None = None
 
     # -- lifecycle ------------------------------------------------------------------------------------
 
     async def start(self) -> None:
         if self._task is not None:
             raise RuntimeError("the member was started already")
-        self._last_answer = time.monotonic()
-        self._task = asyncio.get_running_loop().create_task(self._run())
+        self._calls.started()
+        loop = asyncio.get_running_loop()
+        self._task = loop.create_task(self._run())
+        if self.stats_cb is not None and self.stats_interval_s > 0:
+            self._reporter = loop.create_task(self._report_stats(self.stats_cb))
 
     async def __aenter__(self) -> GroupMember:
         await self.start()
@@ -191,8 +192,42 @@ class GroupMember:
         if self._task is not None:
             await self._task
 
+    def stats(self) -> MemberStats:
+        """What the member has done so far, and its state now (client/stats.py)."""
+        if self._task is not None and self._task.done():
+            stopped = not self._task.cancelled() and self._task.exception() is not None
+            state = "stopped" if stopped else "closed"
+        else:
+            state = "closed" if self._closing else "stable" if self._stable.is_set() else "joining"
+        since = self._calls.unavailable_since
+        return self._stats.snapshot(
+            group_id=self.group_id,
+            member_id=self.member_id,
+            generation_id=self.generation_id,
+            state=state,
+            assignment=tuple(self.assignment.partitions),
+            coordinator=self._connections.known_coordinator(self.group_id),
+            unavailable_s=0.0 if since is None else time.monotonic() - since,
+        )
+
+    async def _report_stats(self, callback: StatsCallback) -> None:
+        """Hands `stats()` to the callback every interval; a callback that raises is logged (once) and called on."""
+        logged = False
+        while True:
+            await asyncio.sleep(self.stats_interval_s)
+            try:
+                result = callback(self.stats())
+                if asyncio.iscoroutine(result):
+                    await result
+            except Exception:
+                if not logged:
+                    log.exception("member.stats_cb_failed", extra=fields(**self._log_fields()))
+                    logged = True
+
     async def close(self) -> None:
         self._closing = True
+        if self._reporter is not None:
+            self._reporter.cancel()
         failed = False
         if self._task is not None:
             failed = self._task.done() and not self._task.cancelled() and self._task.exception() is not None
@@ -206,7 +241,7 @@ class GroupMember:
             with contextlib.suppress(Exception):
                 request = pb.LeaveGroupRequest(group_id=self.group_id)
                 request.members.add(member_id=self.member_id, reason="closed")
-                await self._call("LeaveGroup", request, attempts=3, lookup_timeout_s=2.0)
+                await self._calls.call("LeaveGroup", request, attempts=3, lookup_timeout_s=2.0)
         if self._owns_connections:
             await self._connections.close()
 
@@ -230,16 +265,16 @@ class GroupMember:
             if topic not in by_topic:
                 by_topic[topic] = request.topics.add(name=topic)
             by_topic[topic].partitions.add(partition_index=partition, committed_offset=offset)
-        response = await self._call("OffsetCommit", request, deadline=self._api_deadline())
+        response = await self._calls.call("OffsetCommit", request, deadline=self._api_deadline())
         if response.error_code != Errors.NONE:
             # Refused as a whole by a configured limit (e.g. too many partitions): every partition gets the code.
-            log.warning("member.commit_refused", extra=fields(group=self.group_id, error=response.error_message))
+            log.warning("member.commit_refused", extra=fields(**self._log_fields(), error=response.error_message))
             return dict.fromkeys(offsets, response.error_code)
         return {(t.name, p.partition_index): p.error_code for t in response.topics for p in t.partitions}
 
     async def committed(self) -> dict[tuple[str, int], int]:
         request = pb.OffsetFetchRequest(group_id=self.group_id)
-        response = await self._call("OffsetFetch", request, deadline=self._api_deadline())
+        response = await self._calls.call("OffsetFetch", request, deadline=self._api_deadline())
         return {(t.name, p.partition_index): p.committed_offset for t in response.topics for p in t.partitions}
 
     # -- the membership loop --------------------------------------------------------------------------
@@ -252,7 +287,7 @@ class GroupMember:
                 await self._join_and_sync(reason)
                 backoff.reset()
                 reason = await self._heartbeat_until_rejoin()
-            except _Moved:
+            except Moved:
                 self._connections.forget(self.group_id)
                 await backoff.wait()
             except GroupcoordError:
@@ -263,10 +298,11 @@ class GroupMember:
             except asyncio.CancelledError:
                 raise
             except Exception:
-                log.exception("member.loop_failed", extra=fields(group=self.group_id, member=self.member_id))
+                log.exception("member.loop_failed", extra=fields(**self._log_fields()))
                 await backoff.wait()
 
     async def _join_and_sync(self, reason: str) -> None:
+        self._stats.rebalance_started()
         await self._revoke(reason)
         self._stable.clear()
         backoff = Backoff()
@@ -284,7 +320,7 @@ class GroupMember:
                 protocol_name=joined.protocol_name,
                 assignments=[pb.SyncGroupRequest.Assignment(member_id=m, assignment=a) for m, a in assignments.items()],
             )
-            synced = await self._call("SyncGroup", request, deadline=self._membership_deadline())
+            synced = await self._calls.call("SyncGroup", request, deadline=self._calls.membership_deadline())
             if synced.error_code in REJOIN:
                 if synced.error_code == Errors.UNKNOWN_MEMBER_ID:
                     self.member_id = ""
@@ -295,10 +331,11 @@ class GroupMember:
             self.assignment = decode_assignment(synced.assignment) if synced.assignment else Assignment(())
             self.last_heartbeat_ok = time.monotonic()
             self._stable.set()
+            self._stats.rebalance_done()
             log.info(
                 "member.assigned",
-                extra=fields(group=self.group_id, member=self.member_id, generation=self.generation_id,
-                             partitions=len(self.assignment.partitions)),
+                extra=fields(**self._log_fields(), partitions=len(self.assignment.partitions),
+                             took_s=round(self._stats.last_rebalance_s, 3)),
             )  # fmt: skip
             await self._notify(self.on_assigned, self.assignment)
             return
@@ -333,11 +370,11 @@ class GroupMember:
                 client_software_name=SOFTWARE_NAME,
                 client_software_version=SOFTWARE_VERSION,
             )  # fmt: skip
-            joined = await self._call(
+            joined = await self._calls.call(
                 "JoinGroup",
                 request,
                 timeout_s=self.rebalance_timeout_ms / 1000 + 10,
-                deadline=self._membership_deadline(),
+                deadline=self._calls.membership_deadline(),
             )
             if joined.error_code == Errors.MEMBER_ID_REQUIRED:
                 self.member_id = joined.member_id
@@ -350,7 +387,7 @@ class GroupMember:
             if joined.error_code == Errors.THROTTLING_QUOTA_EXCEEDED:
                 # The group's JoinGroup rate is used up: wait as told, then back off further each time, so
                 # that many throttled members do not all come back at once.
-                log.info("member.join_throttled", extra=fields(group=self.group_id, wait_ms=joined.throttle_time_ms))
+                log.info("member.join_throttled", extra=fields(**self._log_fields(), wait_ms=joined.throttle_time_ms))
                 await asyncio.sleep(joined.throttle_time_ms / 1000)
                 await backoff.wait()
                 continue
@@ -369,7 +406,7 @@ class GroupMember:
             await asyncio.sleep(max(min(self.heartbeat_interval_s, session_left), 0))
             session_left = session_s - (time.monotonic() - self.last_heartbeat_ok)
             if session_left <= 0:
-                log.warning("member.session_lost", extra=fields(group=self.group_id, member=self.member_id))
+                log.warning("member.session_lost", extra=fields(**self._log_fields()))
                 return REVOKE_SESSION_LOST
             request = pb.HeartbeatRequest(
                 group_id=self.group_id,
@@ -379,7 +416,7 @@ class GroupMember:
             )
             try:
                 reply = await asyncio.wait_for(
-                    self._call(
+                    self._calls.call(
                         "Heartbeat",
                         request,
                         attempts=1,
@@ -388,7 +425,7 @@ class GroupMember:
                     ),
                     session_left,
                 )
-            except (_Moved, TimeoutError):
+            except (Moved, TimeoutError):
                 continue
             if reply.error_code == Errors.NONE:
                 self.last_heartbeat_ok = time.monotonic()
@@ -402,99 +439,12 @@ class GroupMember:
 
     # -- plumbing -------------------------------------------------------------------------------------
 
-    async def _call(
-        self,
-        method: str,
-        request: Any,
-        attempts: int = 0,
-        timeout_s: float | None = None,
-        lookup_timeout_s: float = 30.0,
-        deadline: float | None = None,
-    ) -> Any:
-        """One RPC to the group's coordinator, retried across LOAD_IN_PROGRESS and moves. With `attempts`, raises
-        `_Moved` once they are used up; without, retries until `deadline` (time.monotonic(); None: until the member
-        closes), then raises the last try's retriable error (`BootstrapUnreachable` when no node answered)."""
-        backoff = Backoff()
-        tries = 0
-        while True:
-            tries += 1
-            lookup_s = lookup_timeout_s
-            if deadline is not None:
-                lookup_s = max(min(lookup_s, deadline - time.monotonic()), 0.1)
-            try:
-                address = await self._connections.coordinator(self.group_id, timeout_s=lookup_s)
-            except CoordinatorUnavailable as exc:
-                self._unavailable(method, exc.last_cause or str(exc))
-                if attempts:
-                    raise _Moved() from None
-                if deadline is not None and time.monotonic() >= deadline:
-                    raise
-                continue
-            try:
-                reply = await self._send(method, address, request, timeout_s or self._connections.request_timeout_s)
-            except grpc.aio.AioRpcError as exc:
-                if exc.code() == grpc.StatusCode.INVALID_ARGUMENT:
-                    raise InvalidRequest(f"{method}: {exc.details()}") from None
-                code, last = None, f"{address}: {exc.code().name}"
-            except StreamBroken:
-                code, last = None, f"{address}: the stream broke"
-            else:
-                code = _first_code(reply)
-                if code == Errors.GROUP_AUTHORIZATION_FAILED:
-                    raise error_for(code, getattr(reply, "error_message", "") or method)
-                if code not in REDISCOVER and code != Errors.COORDINATOR_LOAD_IN_PROGRESS:
-                    self._answered()
-                    return reply
-                last = f"{address}: {Errors(code).name}"
-            if code != Errors.COORDINATOR_LOAD_IN_PROGRESS:
-                self._connections.forget(self.group_id)
-            self._unavailable(method, last)
-            if attempts and tries >= attempts:
-                raise _Moved()
-            if deadline is not None and time.monotonic() >= deadline:
-                raise _deadline_error(method, code, last)
-            await backoff.wait()
-
     def _api_deadline(self) -> float:
         return time.monotonic() + self.default_api_timeout_s
-
-    def _membership_deadline(self) -> float:
-        """Joins and syncs retry until no coordinator has answered for the allowed time."""
-        allowed = self.coordinator_timeout_s if self._reached else self.bootstrap_timeout_s
-        return self._last_answer + allowed
-
-    def _answered(self) -> None:
-        self._reached = True
-        self._last_answer = time.monotonic()
-        if self._unavailable_since is not None:
-            log.info(
-                "member.coordinator_available",
-                extra=fields(**self._log_fields(), after_s=round(self._last_answer - self._unavailable_since, 3)),
-            )
-            self._unavailable_since = None
-
-    def _unavailable(self, method: str, cause: str) -> None:
-        """Logs a streak of unanswered calls once, when it begins."""
-        if self._unavailable_since is not None:
-            return
-        self._unavailable_since = time.monotonic()
-        allowed = self.coordinator_timeout_s if self._reached else self.bootstrap_timeout_s
-        log.warning(
-            "member.coordinator_unavailable",
-            extra=fields(**self._log_fields(), call=method, cause=cause, retrying_for_s=allowed),
-        )
 
     def _log_fields(self) -> dict[str, Any]:
         """What every log line of the member says it is about."""
         return {"group": self.group_id, "member": self.member_id, "generation": self.generation_id}
-
-    async def _send(self, method: str, address: str, request: Any, timeout_s: float) -> Any:
-        """Heartbeats and commits go in the batches of the connections' streams, every other call is a unary call."""
-        if method == "Heartbeat":
-            return await self._connections.heartbeats.call(address, request, timeout_s)
-        if method == "OffsetCommit":
-            return await self._connections.commits.call(address, request, timeout_s)
-        return await getattr(self._connections.stub(address), method)(request, timeout=timeout_s)
 
     def _check(self, code: int, where: str, message: str = "") -> None:
         if code != Errors.NONE:
@@ -512,15 +462,3 @@ class GroupMember:
             result = callback(assignment)
             if asyncio.iscoroutine(result):
                 await result
-
-
-def _first_code(reply: Any) -> int:
-    """The code that says whether the coordinator handled the call: the whole-request code when set, else the
-    first per-partition one (OffsetCommit answers "not the coordinator" per partition)."""
-    code = getattr(reply, "error_code", Errors.NONE)
-    if code != Errors.NONE:
-        return code
-    for topic in getattr(reply, "topics", ()):
-        for partition in topic.partitions:
-            return partition.error_code
-    return Errors.NONE

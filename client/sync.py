@@ -28,6 +28,7 @@ from typing import Any, TypeVar
 from groupcoord.client.errors import WaitTimedOut
 from groupcoord.client.member import GroupMember
 from groupcoord.client.protocol import Assignment
+from groupcoord.client.stats import MemberStats
 from groupcoord.logfields import fields
 
 log = logging.getLogger(__name__)
@@ -241,6 +242,13 @@ class SyncGroupMember:
     def committed(self, timeout_s: float = 30.0) -> dict[tuple[str, int], int]:
         """The group's committed offsets. `WaitTimedOut` after `timeout_s`."""
         return self._run(lambda: _bounded(self.member.committed(), timeout_s, "committed"))
+
+    def stats(self) -> MemberStats:
+        """The member's stats (client/stats.py), taken on its loop thread, where its counters change."""
+        return self._run(self._stats)
+
+    async def _stats(self) -> MemberStats:
+        return self.member.stats()
 
     def _run(self, call: Callable[[], Awaitable[T]]) -> T:
         if self._runner is None:

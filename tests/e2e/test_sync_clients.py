@@ -93,13 +93,21 @@ def test_sync_member_with_block_commits_leaves_and_exits_cleanly(node: NodeProce
             with SyncGroupMember([ADDRESS], f"sync-with-{i}", {"t": 4}, heartbeat_interval_ms=20) as m:
                 partitions = m.wait_stable(10).partitions
                 codes = m.commit({("t", 0): i + 1})
-                lives.append({"partitions": partitions, "codes": pairs(codes), "committed": pairs(m.committed())})
+                stats = m.stats()
+                lives.append({"partitions": partitions, "codes": pairs(codes), "committed": pairs(m.committed()),
+                              "stats": [stats.state, stats.rebalances, stats.calls["OffsetCommit"].count]})
         report(lives=lives)
         """,
         node.address,
     )
     assert found["lives"] == [
-        {"partitions": ALL_OF_T, "codes": [[["t", 0], Errors.NONE]], "committed": [[["t", 0], i + 1]]} for i in range(5)
+        {
+            "partitions": ALL_OF_T,
+            "codes": [[["t", 0], Errors.NONE]],
+            "committed": [[["t", 0], i + 1]],
+            "stats": ["stable", 1, 1],
+        }
+        for i in range(5)
     ]
     groups = admin.describe_groups([f"sync-with-{i}" for i in range(5)])
     # Each member left on close: the groups are Empty now, not Stable until a session timeout.
