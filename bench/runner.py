@@ -13,7 +13,7 @@ from typing import Any
 import uvloop
 
 from groupcoord.admin_cli import parse_bootstrap
-from groupcoord.bench import durability, etcd, flood, groups, idle, kafka_bench, offsets, scale
+from groupcoord.bench import cooperative, durability, etcd, flood, groups, idle, kafka_bench, offsets, scale
 from groupcoord.bench.cluster import BASE_FLAGS, MANY_MEMBERS_FLAGS, BenchCluster
 from groupcoord.bench.stats import emit, machine, median_of
 from groupcoord.client.security import PLAINTEXT
@@ -38,6 +38,7 @@ def _scenario(name: str, index: int = 0) -> Scenario:
         ),
         "join": lambda c, a: groups.join(c, a.members, a.heartbeat_interval_ms),
         "rebalance": lambda c, a: groups.rebalance(c, a.members, a.heartbeat_interval_ms),
+        "scale-out": lambda c, a: cooperative.scale_out(c, a.members, a.partitions_per_member, a.heartbeat_interval_ms),
         "failover": lambda c, a: groups.failover(c, a.groups, a.members_per_group, a.heartbeat_interval_ms),
         "heartbeats": lambda c, a: scale.heartbeats(c, a),
         "scale": lambda c, a: scale.scale(c, a),

@@ -36,9 +36,10 @@ CONVERGE_POLL_S = 0.1
 RECOVERY_TIMEOUT_S = 45.0
 FINAL_OFFSETS_TIMEOUT_S = 20.0
 EVENT_SEGMENTS = 4  # event files kept per partition on the small chaos disks
-# Group shapes, cycled over the groups: (topics, static share, assignor, assign delay).
+# Group shapes, cycled over the groups: (topics, static share, assignor, assign delay). The first group rebalances
+# cooperatively (KIP-429): its members keep partitions through rebalances, which the ownership rule then judges.
 SHAPES = (
-    ({"orders": 8}, 0.5, "range", 0),
+    ({"orders": 8}, 0.5, "cooperative-sticky", 0),
     ({"payments": 6, "refunds": 2}, 1.0, "roundrobin", 0),
     ({"audit": 8}, 0.0, "range", 400),
 )

@@ -8,9 +8,10 @@ process killed with SIGKILL leaves whole lines only.
 
 Worker events (all but `start` carry `member` and `generation`):
 * `start`: worker, incarnation, group, instance ("" = dynamic), pid, session_timeout_ms.
-* `assigned`: partitions (["topic-p", ...]) acquired at `t`.
-* `revoked`: partitions released at `t`; reason (rejoin | session_lost | fatal | closed); last_heartbeat_ok (t of
-  the last successful heartbeat, SyncGroup counts as one).
+* `assigned`: partitions (["topic-p", ...]) acquired at `t` (a cooperative member lists only those it gained).
+* `revoked`: partitions released at `t` (a cooperative member lists only those it lost); reason (rejoin |
+  session_lost | lost | fatal | closed); last_heartbeat_ok (send time of the last heartbeat the coordinator
+  accepted; a SyncGroup counts as one when it answers).
 * `fetch`: offsets ({"topic-p": offset}) read by OffsetFetch sent at `sent`, answered at `t`.
 * `commit`: offsets acknowledged (error NONE) by an OffsetCommit sent at `sent`, answered at `t`.
 * `commit_rejected`: codes ({"topic-p": error code}) of partitions the coordinator did not accept.

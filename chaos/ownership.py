@@ -113,7 +113,9 @@ def load_workers(history: History) -> list[WorkerFile]:
 
 
 def build_intervals(workers: list[WorkerFile], harness_end: float) -> list[Interval]:
-    """Eager protocol: `assigned` opens, the next `revoked` listing the partition closes."""
+    """`assigned` opens, the next `revoked` listing the partition closes: under the eager protocol each lists the
+    whole assignment, under the cooperative one only what changed, and a partition kept through a rebalance stays
+    in one interval."""
     intervals = []
     for w in workers:
         held: dict[str, Interval] = {}

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from groupcoord.chaos.history import Recorder
 from groupcoord.client import Assignment, GroupMember
-from groupcoord.client.assignors import Assignor, get_assignor
+from groupcoord.client.assignors import ASSIGNORS, Assignor, get_assignor, supported_protocols
 from groupcoord.client.errors import GroupcoordError, RetriableError
 from groupcoord.client.member import REVOKE_CLOSED
 from groupcoord.client.protocol import Subscription
@@ -38,6 +38,7 @@ class SlowAssignor:
     def __init__(self, inner: Assignor, delay_s: float) -> None:
         self.inner, self.delay_s = inner, delay_s
         self.name = inner.name
+        self.supported_protocols = supported_protocols(inner)
 
     def assign(self, subscriptions: dict[str, Subscription]) -> dict[str, Assignment]:
         time.sleep(self.delay_s)
@@ -159,7 +160,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--group", required=True)
     parser.add_argument("--topic", type=_topic, action="append", required=True, help="TOPIC:PARTITIONS")
     parser.add_argument("--instance", default="", help="group_instance_id: a static member")
-    parser.add_argument("--assignor", default="range", choices=("range", "roundrobin", "sticky"))
+    parser.add_argument("--assignor", default="range", choices=sorted(ASSIGNORS))
     parser.add_argument("--assign-delay-ms", type=int, default=0)
     parser.add_argument("--session-timeout-ms", type=int, default=4_000)
     parser.add_argument("--rebalance-timeout-ms", type=int, default=10_000)

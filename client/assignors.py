@@ -12,16 +12,20 @@ view still subscribes by name), and a topic's partitions go only to members that
 from __future__ import annotations
 
 import bisect
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Protocol
 
 from groupcoord.client.protocol import Assignment, Subscription, TopicPartition
+
+EAGER, COOPERATIVE = "eager", "cooperative"
 
 
 class Assignor(Protocol):
     """Maps member id -> subscription (in the leader's JoinGroup order) to member id -> assignment.
 
     Every member id of the input gets an entry, possibly empty, and the output keeps the input's key order.
+    An assignor may declare `supported_protocols` (Kafka's `supportedProtocols()`): the rebalance protocols it is
+    safe under. Without it, it supports only `EAGER`: every member gives up everything before each rejoin.
     """
 
     name: str
@@ -91,8 +95,9 @@ class RoundRobinAssignor:
 class StickyAssignor:
     """Balanced, and keeps each partition with its previous owner (`Subscription.owned`) where possible.
 
-    1. Keep: each member keeps the partitions it owned that still exist and whose topic it still subscribes to;
-       a partition claimed by several members stays with the lowest member id.
+    1. Keep: each member keeps the partitions it owned (`owned`, else `previous`: what an eager member held before
+       this rebalance) that still exist and whose topic it still subscribes to; a partition several members own
+       stays with the lowest member id, and an `owned` claim goes before a `previous` one.
     2. Fill: every other partition (those with the fewest eligible members first, then in order) goes to the
        eligible member with the fewest partitions (ties: lowest id).
     3. Balance: while a member A holds a partition of a topic that member B subscribes to and A has at least two
@@ -113,11 +118,12 @@ class StickyAssignor:
         members = sorted(subscriptions)
         subscribers = {topic: [m for m in members if topic in subscriptions[m].topics] for topic in counts}
         kept: dict[TopicPartition, str] = {}
-        for member in members:
-            sub = subscriptions[member]
-            for topic, partition in sub.owned:
-                if topic in sub.topics and partition < counts[topic]:
-                    kept.setdefault((topic, partition), member)
+        for held in ("owned", "previous"):
+            for member in members:
+                sub = subscriptions[member]
+                for topic, partition in getattr(sub, held):
+                    if topic in sub.topics and partition < counts[topic]:
+                        kept.setdefault((topic, partition), member)
         holdings = _Holdings(members, kept)
         for tp, member in kept.items():
             holdings.add(member, tp)
@@ -144,6 +150,43 @@ class StickyAssignor:
                 if holdings.move(donor, recipient, subscriptions[recipient].topics):
                     return True
         return False
+
+
+class CooperativeStickyAssignor(StickyAssignor):
+    """Kafka's `cooperative-sticky` (KIP-429): the sticky target, minus every partition another member still owns.
+
+    Under the cooperative protocol members keep what they own while the group rebalances, so a partition may go to
+    a new member only once its owner has given it up: this round leaves such a partition unassigned, its owner sees
+    it missing from its assignment, revokes it and rejoins at once, and the next round (where nobody claims it)
+    hands it over. Partitions that stay where they are are never revoked. A partition that several members claim
+    (which a correct member never causes) goes to none of them this round: each gives it up, the next round
+    assigns it afresh.
+    """
+
+    name = "cooperative-sticky"
+    supported_protocols = (EAGER, COOPERATIVE)
+
+    def assign(self, subscriptions: dict[str, Subscription]) -> dict[str, Assignment]:
+        target = super().assign(subscriptions)
+        claimants: dict[TopicPartition, set[str]] = {}
+        for member, sub in subscriptions.items():
+            for tp in sub.owned:
+                claimants.setdefault(tp, set()).add(member)
+        return {
+            member: Assignment(tuple(tp for tp in a.partitions if claimants.get(tp, {member}) <= {member}))
+            for member, a in target.items()
+        }
+
+
+def supported_protocols(assignor: Assignor) -> tuple[str, ...]:
+    return tuple(getattr(assignor, "supported_protocols", (EAGER,)))
+
+
+def rebalance_protocol(assignors: list[Assignor]) -> str:
+    """Kafka's rule: `COOPERATIVE` only if every configured assignor supports it, else `EAGER`. Listing
+    `["cooperative-sticky", "range"]` is the first step of a rolling upgrade: still eager, but ready to agree on
+    cooperative-sticky once no member lists range alone."""
+    return COOPERATIVE if all(COOPERATIVE in supported_protocols(a) for a in assignors) else EAGER
 
 
 class _Holdings:
@@ -182,7 +225,9 @@ class _Holdings:
         return {m: [(topic, p) for (_, topic), pool in pools.items() for p in pool] for m, pools in self._pools.items()}
 
 
-ASSIGNORS: dict[str, Assignor] = {a.name: a for a in (RangeAssignor(), RoundRobinAssignor(), StickyAssignor())}
+ASSIGNORS: dict[str, Assignor] = {
+    a.name: a for a in (RangeAssignor(), RoundRobinAssignor(), StickyAssignor(), CooperativeStickyAssignor())
+}
 
 
 def get_assignor(name: str) -> Assignor:
@@ -191,3 +236,14 @@ def get_assignor(name: str) -> Assignor:
         return ASSIGNORS[name]
     except KeyError:
         raise ValueError(f"unknown assignor {name!r}; known: {', '.join(sorted(ASSIGNORS))}") from None
+
+
+def assignors_from(given: str | Assignor | Sequence[str | Assignor]) -> list[Assignor]:
+    """A member's `assignor=`: one assignor or several in preference order, by name or object; the names must
+    differ (the coordinator picks by name)."""
+    items = [given] if isinstance(given, str) or not isinstance(given, Sequence) else list(given)
+    assignors = [get_assignor(a) if isinstance(a, str) else a for a in items]
+    names = [a.name for a in assignors]
+    if not names or len(set(names)) != len(names):
+        raise ValueError(f"assignor: one or more assignors with distinct names, got {names}")
+    return assignors

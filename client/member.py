@@ -1,11 +1,12 @@
 """`GroupMember`: a worker's membership in a group — join, sync, heartbeat, commit — with the error policy of
-SPEC §5 (Kafka's classic consumer coordinator, eager rebalancing).
+SPEC §5 (Kafka's classic consumer coordinator, with eager or cooperative (KIP-429) rebalancing).
 
 Error policy:
 * COORDINATOR_NOT_AVAILABLE / NOT_COORDINATOR / unreachable node → find the coordinator again (backoff);
 * COORDINATOR_LOAD_IN_PROGRESS → retry the same node (backoff);
-* REBALANCE_IN_PROGRESS / ILLEGAL_GENERATION → rejoin with the same member id;
-* UNKNOWN_MEMBER_ID → rejoin with no member id; MEMBER_ID_REQUIRED → adopt the given id and rejoin;
+* REBALANCE_IN_PROGRESS → rejoin with the same member id; ILLEGAL_GENERATION → the same, after giving up every
+  partition (`revoke_reason` "lost");
+* UNKNOWN_MEMBER_ID → the same with no member id; MEMBER_ID_REQUIRED → adopt the given id and rejoin;
 * FENCED_INSTANCE_ID, INCONSISTENT_GROUP_PROTOCOL and request errors → fatal: the member stops and
   `wait_failed()` (and `wait_stable()`) raise the code's `FatalError` (client/errors.py).
 * GROUP_AUTHORIZATION_FAILED (the node's ACL refuses this caller the group) from any call, FindCoordinator
@@ -19,9 +20,13 @@ Error policy:
 * THROTTLING_QUOTA_EXCEEDED on JoinGroup (the group's join rate) → wait the reply's throttle_time_ms, back off,
   join again; GROUP_MAX_SIZE_REACHED and POLICY_VIOLATION (a configured limit) → fatal, the error carries
   the node's error_message; an OffsetCommit refused as a whole gives its code for every partition.
-Ownership: partitions are revoked (`on_revoked`) before every rejoin, and the member stops believing it
-owns its assignment once a session timeout has passed without a successful heartbeat: no wait of the
-heartbeat loop outlasts that deadline. `revoke_reason` says why the last revocation happened.
+Ownership, eager (the default): partitions are revoked (`on_revoked`) before every rejoin. Cooperative (every
+assignor supports it, e.g. `assignor="cooperative-sticky"`): the member keeps its partitions while it rejoins and
+declares them in its subscription; after SyncGroup `on_revoked` gets only the partitions it lost and `on_assigned`
+only those it gained, and a member that lost any rejoins at once so that the next round can hand them over.
+Either way the member stops believing it owns anything once a session timeout has passed since the send time of
+the last heartbeat the coordinator accepted (during a cooperative rejoin heartbeats go on beside JoinGroup and
+SyncGroup for that reason): no wait outlasts that deadline. `revoke_reason` says why the last revocation happened.
 A static member (group_instance_id) never sends LeaveGroup on close; a dynamic one does.
 """
 
@@ -31,11 +36,11 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
-from groupcoord.client.assignors import Assignor, get_assignor
+from groupcoord.client.assignors import COOPERATIVE, EAGER, Assignor, assignors_from, rebalance_protocol
 from groupcoord.client.calls import CoordinatorCalls, Moved
 from groupcoord.client.discovery import Backoff, Connections
 from groupcoord.client.errors import (
@@ -54,7 +59,8 @@ from groupcoord.client.protocol import (
     encode_subscription,
 )
 from groupcoord.client.security import PLAINTEXT, ClientSecurity
-from groupcoord.client.stats import MemberStats, StatsRecorder
+from groupcoord.client.session import Session
+from groupcoord.client.stats import MemberStats, StatsCallback, StatsRecorder, report_stats
 from groupcoord.logfields import fields
 from groupcoord.protocol.errors import Errors
 from groupcoord.protocol.v1 import groupcoord_pb2 as pb
@@ -76,11 +82,12 @@ def _installed_version() -> str:
 SOFTWARE_NAME = "groupcoord-python"
 SOFTWARE_VERSION = _installed_version()
 Callback = Callable[[Assignment], Awaitable[None] | None]
-StatsCallback = Callable[[MemberStats], Awaitable[None] | None]
 REJOIN = (Errors.REBALANCE_IN_PROGRESS, Errors.ILLEGAL_GENERATION, Errors.UNKNOWN_MEMBER_ID)
 JoinReason = pb.JoinGroupRequest.JoinReason
-# Why an assignment was revoked (`GroupMember.revoke_reason`, set before `on_revoked` runs).
+# Why an assignment was revoked (`GroupMember.revoke_reason`, set before `on_revoked` runs). "lost": the
+# coordinator no longer knows our member id or generation (Kafka's onPartitionsLost).
 REVOKE_REJOIN, REVOKE_SESSION_LOST, REVOKE_FATAL, REVOKE_CLOSED = "rejoin", "session_lost", "fatal", "closed"
+REVOKE_LOST = "lost"
 
 
 class GroupMember:
@@ -95,7 +102,7 @@ class GroupMember:
         topics: dict[str, int],
         client_id: str = "groupcoord-client",
         group_instance_id: str = "",
-        assignor: str | Assignor = "range",
+        assignor: str | Assignor | Sequence[str | Assignor] = "range",
         session_timeout_ms: int = 10_000,
         rebalance_timeout_ms: int = 30_000,
         heartbeat_interval_ms: int = 3_000,
@@ -114,10 +121,12 @@ class GroupMember:
         self.topics = dict(topics)
         self.client_id = client_id
         self.group_instance_id = group_instance_id
-        self.assignor = get_assignor(assignor) if isinstance(assignor, str) else assignor
+        # In preference order, all offered in JoinGroup; the coordinator picks the one every member offers.
+        self.assignors = assignors_from(assignor)
+        self.assignor = self.assignors[0]
+        self.rebalance_protocol = rebalance_protocol(self.assignors)
         self.session_timeout_ms = session_timeout_ms
         self.rebalance_timeout_ms = rebalance_timeout_ms
-        self.heartbeat_interval_s = heartbeat_interval_ms / 1000
         self.on_assigned = on_assigned
         self.on_revoked = on_revoked
         self.join_reason = join_reason
@@ -136,15 +145,22 @@ class GroupMember:
         self._connections = Connections(bootstrap, security=security) if connections is None else connections
         self._task: asyncio.Task[None] | None = None
         self._closing = False
-        self.last_heartbeat_ok = 0.0  # time.monotonic() of the last successful heartbeat (or SyncGroup)
         self.revoke_reason = ""
         self._stable = asyncio.Event()
+        # Cooperative: set when SyncGroup took partitions away, so that the next round can hand them over.
+        self._rejoin_needed = False
+        # The generation heartbeats carry during a cooperative rejoin (the new one once JoinGroup answered).
+        self._heartbeat_generation = -1
+        self._revoking_in_rejoin = False
+        # Eager: what the member held before it revoked, declared as `previous` so the sticky assignors stay sticky.
+        self._previous: tuple[tuple[str, int], ...] = ()
         # client/stats.py: `stats()` at any time; `stats_cb` every `stats_interval_ms` too (0: never).
         self._stats = StatsRecorder()
         self._calls = CoordinatorCalls(
             self._connections, group_id, self._stats, self._log_fields, self.bootstrap_timeout_s,
             self.coordinator_timeout_s,
         )  # fmt: skip
+        self._session = Session(self._calls, session_timeout_ms, heartbeat_interval_ms)
         self.stats_cb = stats_cb
         self.stats_interval_s = stats_interval_ms / 1000
         self._reporter: asyncio.Task[None] | None = None
@@ -158,7 +174,8 @@ class GroupMember:
         loop = asyncio.get_running_loop()
         self._task = loop.create_task(self._run())
         if self.stats_cb is not None and self.stats_interval_s > 0:
-            self._reporter = loop.create_task(self._report_stats(self.stats_cb))
+            report = report_stats(self.stats_interval_s, self.stats, self.stats_cb, self._log_fields)
+            self._reporter = loop.create_task(report)
 
     async def __aenter__(self) -> GroupMember:
         await self.start()
@@ -192,6 +209,12 @@ class GroupMember:
         if self._task is not None:
             await self._task
 
+    @property
+    def last_heartbeat_ok(self) -> float:
+        """time.monotonic() the member's session is proven from (client/session.py): ownership ends a session
+        timeout later unless renewed."""
+        return self._session.last_ok
+
     def stats(self) -> MemberStats:
         """What the member has done so far, and its state now (client/stats.py)."""
         if self._task is not None and self._task.done():
@@ -209,20 +232,6 @@ class GroupMember:
             coordinator=self._connections.known_coordinator(self.group_id),
             unavailable_s=0.0 if since is None else time.monotonic() - since,
         )
-
-    async def _report_stats(self, callback: StatsCallback) -> None:
-        """Hands `stats()` to the callback every interval; a callback that raises is logged (once) and called on."""
-        logged = False
-        while True:
-            await asyncio.sleep(self.stats_interval_s)
-            try:
-                result = callback(self.stats())
-                if asyncio.iscoroutine(result):
-                    await result
-            except Exception:
-                if not logged:
-                    log.exception("member.stats_cb_failed", extra=fields(**self._log_fields()))
-                    logged = True
 
     async def close(self) -> None:
         self._closing = True
@@ -303,14 +312,50 @@ class GroupMember:
 
     async def _join_and_sync(self, reason: str) -> None:
         self._stats.rebalance_started()
-        await self._revoke(reason)
+        if self.rebalance_protocol == EAGER or reason != REVOKE_REJOIN:
+            if self.rebalance_protocol == EAGER and self.assignment.partitions:
+                self._previous = self.assignment.partitions
+            await self._revoke(reason)
+        self._rejoin_needed = False
         self._stable.clear()
+        self._heartbeat_generation = self.generation_id
+        done = asyncio.Event()
+        keeper = asyncio.ensure_future(self._keep_session(done))
+        try:
+            joined, synced, sync_sent = await self._rejoin()
+        finally:
+            done.set()
+            if self._revoking_in_rejoin:
+                await keeper  # never cut a user's on_revoked short
+            else:
+                keeper.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await keeper
+        self.generation_id = joined.generation_id
+        self._session.renewed(sync_sent)
+        if self._session.left() <= 0:
+            # The answer came too late to prove anything: the group may have gone on without us.
+            log.warning("member.session_lost", extra=fields(**self._log_fields(), during="sync"))
+            await self._revoke(REVOKE_SESSION_LOST)
+            self._rejoin_needed = True
+            return
+        assigned = decode_assignment(synced.assignment) if synced.assignment else Assignment(())
+        if self.rebalance_protocol == COOPERATIVE:
+            await self._take_cooperative(assigned)
+        else:
+            self.assignment = assigned
+            self._synced()
+            await self._notify(self.on_assigned, self.assignment)
+
+    async def _rejoin(self) -> tuple[pb.JoinGroupResponse, pb.SyncGroupResponse, float]:
+        """JoinGroup then SyncGroup, until a round completes for us; also when the SyncGroup was sent."""
         backoff = Backoff()
         while True:
             joined = await self._join()
+            self._heartbeat_generation = joined.generation_id
             assignments: dict[str, bytes] = {}
             if joined.leader == joined.member_id and not joined.skip_assignment:
-                assignments = self._assign(joined.members)
+                assignments = self._assign(joined.protocol_name, joined.members)
             request = pb.SyncGroupRequest(
                 group_id=self.group_id,
                 generation_id=joined.generation_id,
@@ -320,28 +365,72 @@ class GroupMember:
                 protocol_name=joined.protocol_name,
                 assignments=[pb.SyncGroupRequest.Assignment(member_id=m, assignment=a) for m, a in assignments.items()],
             )
+            sync_sent = time.monotonic()
             synced = await self._calls.call("SyncGroup", request, deadline=self._calls.membership_deadline())
             if synced.error_code in REJOIN:
+                if synced.error_code != Errors.REBALANCE_IN_PROGRESS:
+                    await self._revoke(REVOKE_LOST)
                 if synced.error_code == Errors.UNKNOWN_MEMBER_ID:
                     self.member_id = ""
                 await backoff.wait()
                 continue
             self._check(synced.error_code, "SyncGroup", synced.error_message)
-            self.generation_id = joined.generation_id
-            self.assignment = decode_assignment(synced.assignment) if synced.assignment else Assignment(())
-            self.last_heartbeat_ok = time.monotonic()
-            self._stable.set()
-            self._stats.rebalance_done()
-            log.info(
-                "member.assigned",
-                extra=fields(**self._log_fields(), partitions=len(self.assignment.partitions),
-                             took_s=round(self._stats.last_rebalance_s, 3)),
-            )  # fmt: skip
-            await self._notify(self.on_assigned, self.assignment)
-            return
+            return joined, synced, sync_sent
 
-    def _assign(self, members: Any) -> dict[str, bytes]:
-        """The leader's job; a member whose metadata does not decode gets nothing rather than failing everyone."""
+    async def _take_cooperative(self, assigned: Assignment) -> None:
+        """KIP-429's second half: give up what the leader took away, then take what it added; rejoin at once if
+        anything was given up, so that the next round can hand it to its new owner."""
+        owned, target = set(self.assignment.partitions), set(assigned.partitions)
+        revoked, added = Assignment(tuple(owned - target)), Assignment(tuple(target - owned))
+        if revoked.partitions:
+            self.revoke_reason = REVOKE_REJOIN
+            self.assignment = Assignment(tuple(owned & target))
+            self._rejoin_needed = True
+            await self._notify(self.on_revoked, revoked)
+        self.assignment = assigned
+        if not self._rejoin_needed:
+            self._synced()
+        await self._notify(self.on_assigned, added)
+
+    def _synced(self) -> None:
+        self._stable.set()
+        self._stats.rebalance_done()
+        log.info(
+            "member.assigned",
+            extra=fields(**self._log_fields(), partitions=len(self.assignment.partitions),
+                         took_s=round(self._stats.last_rebalance_s, 3)),
+        )  # fmt: skip
+
+    async def _keep_session(self, done: asyncio.Event) -> None:
+        """Heartbeats go on beside JoinGroup and SyncGroup (client/session.py), so that the session stays proven
+        while they wait: a cooperative member keeps its partitions through them, and a SyncGroup parked longer than
+        a session would otherwise leave no proof. If the session runs out while partitions are still owned, they
+        are revoked, as in the heartbeat loop."""
+        if await self._session.hold(lambda: bool(self.assignment.partitions), self._heartbeat_request, done):
+            log.warning("member.session_lost", extra=fields(**self._log_fields(), during="rejoin"))
+            self._revoking_in_rejoin = True
+            try:
+                await self._revoke(REVOKE_SESSION_LOST)
+            finally:
+                self._revoking_in_rejoin = False
+
+    def _heartbeat_request(self) -> pb.HeartbeatRequest | None:
+        # During a rejoin: the generation of the round under way once JoinGroup has answered; none without an id.
+        if not self.member_id:
+            return None
+        return pb.HeartbeatRequest(
+            group_id=self.group_id,
+            generation_id=self._heartbeat_generation,
+            member_id=self.member_id,
+            group_instance_id=self.group_instance_id,
+        )
+
+    def _assign(self, protocol_name: str, members: Any) -> dict[str, bytes]:
+        """The leader's job, with the assignor the group agreed on; a member whose metadata does not decode gets
+        nothing rather than failing everyone."""
+        assignor = next((a for a in self.assignors if a.name == protocol_name), None)
+        if assignor is None:
+            raise error_for(Errors.INCONSISTENT_GROUP_PROTOCOL, f"the group chose {protocol_name!r}, not offered")
         subscriptions: dict[str, Subscription] = {}
         for m in members:
             try:
@@ -350,13 +439,17 @@ class GroupMember:
                 log.warning(
                     "member.bad_subscription", extra=fields(group=self.group_id, member=m.member_id, error=str(exc))
                 )
-        assigned = self.assignor.assign(subscriptions)
+        assigned = assignor.assign(subscriptions)
         return {m.member_id: encode_assignment(assigned.get(m.member_id, Assignment(()))) for m in members}
 
     async def _join(self) -> pb.JoinGroupResponse:
         backoff = Backoff()
         while True:
-            metadata = encode_subscription(Subscription(self.topics, owned=self.assignment.partitions))
+            # Eager members revoked everything before this; cooperative ones declare what they keep.
+            metadata = encode_subscription(
+                Subscription(self.topics, owned=self.assignment.partitions, previous=self._previous)
+            )
+            protocols = [pb.JoinGroupRequest.Protocol(name=a.name, metadata=metadata) for a in self.assignors]
             request = pb.JoinGroupRequest(
                 group_id=self.group_id,
                 session_timeout_ms=self.session_timeout_ms,
@@ -364,7 +457,7 @@ class GroupMember:
                 member_id=self.member_id,
                 group_instance_id=self.group_instance_id,
                 protocol_type=PROTOCOL_TYPE,
-                protocols=[pb.JoinGroupRequest.Protocol(name=self.assignor.name, metadata=metadata)],
+                protocols=protocols,
                 client_id=self.client_id,
                 join_reason=self.join_reason,
                 client_software_name=SOFTWARE_NAME,
@@ -381,6 +474,7 @@ class GroupMember:
                 continue
             if joined.error_code in (Errors.UNKNOWN_MEMBER_ID, Errors.REBALANCE_IN_PROGRESS):
                 if joined.error_code == Errors.UNKNOWN_MEMBER_ID:
+                    await self._revoke(REVOKE_LOST)
                     self.member_id = ""
                 await backoff.wait()
                 continue
@@ -399,42 +493,29 @@ class GroupMember:
         """Heartbeats until the group needs a rejoin; returns why the assignment must be revoked.
 
         The assignment is kept while the coordinator may still hold our session, never longer: every sleep and
-        every call is cut at the session deadline, so a coordinator that hangs cannot stretch our ownership."""
-        session_s = self.session_timeout_ms / 1000
+        every call is cut at the session deadline (client/session.py), so a coordinator that hangs cannot stretch
+        our ownership."""
+        self._heartbeat_generation = self.generation_id
         while not self._closing:
-            session_left = session_s - (time.monotonic() - self.last_heartbeat_ok)
-            await asyncio.sleep(max(min(self.heartbeat_interval_s, session_left), 0))
-            session_left = session_s - (time.monotonic() - self.last_heartbeat_ok)
-            if session_left <= 0:
+            if self._rejoin_needed:
+                return REVOKE_REJOIN
+            await self._session.next_beat()
+            if self._session.left() <= 0:
                 log.warning("member.session_lost", extra=fields(**self._log_fields()))
                 return REVOKE_SESSION_LOST
-            request = pb.HeartbeatRequest(
-                group_id=self.group_id,
-                generation_id=self.generation_id,
-                member_id=self.member_id,
-                group_instance_id=self.group_instance_id,
-            )
-            try:
-                reply = await asyncio.wait_for(
-                    self._calls.call(
-                        "Heartbeat",
-                        request,
-                        attempts=1,
-                        timeout_s=min(self.heartbeat_interval_s + 1, session_left),
-                        lookup_timeout_s=session_left,
-                    ),
-                    session_left,
-                )
-            except (Moved, TimeoutError):
+            request = self._heartbeat_request()
+            if request is None:
+                return REVOKE_LOST
+            code = await self._session.beat(request)
+            if code is None or code == Errors.NONE:
                 continue
-            if reply.error_code == Errors.NONE:
-                self.last_heartbeat_ok = time.monotonic()
-                continue
-            if reply.error_code in REJOIN:
-                if reply.error_code == Errors.UNKNOWN_MEMBER_ID:
-                    self.member_id = ""
+            if code == Errors.REBALANCE_IN_PROGRESS:
                 return REVOKE_REJOIN
-            self._check(reply.error_code, "Heartbeat", reply.error_message)
+            if code in REJOIN:
+                if code == Errors.UNKNOWN_MEMBER_ID:
+                    self.member_id = ""
+                return REVOKE_LOST
+            self._check(code, "Heartbeat")
         return REVOKE_CLOSED
 
     # -- plumbing -------------------------------------------------------------------------------------

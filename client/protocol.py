@@ -2,11 +2,14 @@
 
 The coordinator treats JoinGroup protocol metadata and SyncGroup assignments as opaque bytes; clients agree on
 their content here. There are no brokers, so a member declares the virtual topics it wants to share together with
-their partition counts, and what it owns now (which the sticky assignor uses).
+their partition counts, what it owns now (a claim: cooperative-sticky gives nobody else a partition someone
+claims), and what an eager member held before it gave everything up for this rejoin (`previous`: no claim, only
+what keeps the sticky assignors sticky, like the previous assignment in the user data of Kafka's StickyAssignor).
 
 Wire format: a msgpack map with an integer `version` (1 today) and named fields:
 
-    Subscription: {"version": 1, "topics": {topic: count}, "owned": {topic: [partition, ...]}, "user_data": bin}
+    Subscription: {"version": 1, "topics": {topic: count}, "owned": {topic: [partition, ...]}, "user_data": bin,
+                   "previous": {topic: [partition, ...]}}   (previous: only when not empty)
     Assignment:   {"version": 1, "partitions": {topic: [partition, ...]}, "user_data": bin}
 
 A newer client adds fields and bumps `version`; a decoder ignores fields it does not know, so an older leader
@@ -79,6 +82,7 @@ class Subscription:
     topics: dict[str, int] = field(hash=False)
     owned: tuple[TopicPartition, ...] = ()
     user_data: bytes = b""
+    previous: tuple[TopicPartition, ...] = ()
 
     def __post_init__(self) -> None:
         if not isinstance(self.topics, Mapping):
@@ -89,6 +93,7 @@ class Subscription:
         )
         object.__setattr__(self, "topics", dict(topics))
         object.__setattr__(self, "owned", _partitions(self.owned, "owned"))
+        object.__setattr__(self, "previous", _partitions(self.previous, "previous"))
         _check_bytes(self.user_data, "user_data")
 
 
@@ -147,9 +152,10 @@ def _required(fields: dict[str, Any], name: str) -> Any:
 
 
 def encode_subscription(subscription: Subscription) -> bytes:
-    return _pack(
-        {"topics": subscription.topics, "owned": _group(subscription.owned), "user_data": subscription.user_data}
-    )
+    fields = {"topics": subscription.topics, "owned": _group(subscription.owned), "user_data": subscription.user_data}
+    if subscription.previous:
+        fields["previous"] = _group(subscription.previous)
+    return _pack(fields)
 
 
 def decode_subscription(data: bytes) -> Subscription:
@@ -160,6 +166,7 @@ def decode_subscription(data: bytes) -> Subscription:
             topics=_required(fields, "topics"),
             owned=tuple(_ungroup(fields.get("owned", {}), "owned")),
             user_data=fields.get("user_data", b""),
+            previous=tuple(_ungroup(fields.get("previous", {}), "previous")),
         )
     except ValueError as exc:
         raise ValueError(f"malformed subscription payload: {exc}") from None

@@ -8,9 +8,15 @@ latencies are kept as count, sum and maximum per call (the mean is `sum / count`
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import time
 from collections import Counter
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import Any
+
+from groupcoord.logfields import fields
 
 TopicPartition = tuple[str, int]
 
@@ -105,3 +111,27 @@ class StatsRecorder:
             calls={m: CallStats(int(c), int(f), s, x) for m, (c, f, s, x) in self._calls.items()},
             errors=dict(self.errors),
         )
+
+
+StatsCallback = Callable[[MemberStats], Awaitable[None] | None]
+log = logging.getLogger(__name__)
+
+
+async def report_stats(
+    interval_s: float,
+    stats: Callable[[], MemberStats],
+    callback: StatsCallback,
+    log_fields: Callable[[], dict[str, Any]],
+) -> None:
+    """Hands `stats()` to the callback every interval; a callback that raises is logged (once) and called on."""
+    logged = False
+    while True:
+        await asyncio.sleep(interval_s)
+        try:
+            result = callback(stats())
+            if asyncio.iscoroutine(result):
+                await result
+        except Exception:
+            if not logged:
+                log.exception("member.stats_cb_failed", extra=fields(**log_fields()))
+                logged = True

@@ -18,6 +18,8 @@ SCENARIOS = {
     "--durability=memory per run → both side by side and the run's ratios fsync/memory",
     "join": "N members join one fresh group → seconds until all are Stable with an assignment",
     "rebalance": "a Stable group of N, one member leaves → seconds until the rest are Stable again",
+    "scale-out": "a Stable group of N SDK members gains one, eager (sticky) and cooperative (cooperative-sticky) → "
+    "partitions unowned, partition seconds unowned and seconds until Stable, and the cooperative/eager ratios",
     "failover": "G Stable groups, kill -9 of the node coordinating most → seconds until all heartbeat again",
     "heartbeats": "M members heartbeating at 3 s intervals, M stepped up → the largest M with p99 under a limit",
     "scale": "G groups x 5 members → RSS per node, DescribeGroups/ListGroups latency, failover time",
@@ -95,6 +97,14 @@ def _add_options(name: str, p: argparse.ArgumentParser) -> None:
                        help="group sizes, one fresh group each (default: 100,1000)")  # fmt: skip
         p.add_argument("--heartbeat-interval-ms", type=_positive, metavar="MS",
                        help="members' heartbeat interval (default: max(200, N/2) ms)")  # fmt: skip
+    elif name == "scale-out":
+        p.add_argument("--members", type=_sizes, default=[50, 200], metavar="N,...",
+                       help="group sizes before the scale-out, one fresh group per size and protocol "
+                       "(default: 50,200)")  # fmt: skip
+        p.add_argument("--partitions-per-member", type=_positive, default=4, metavar="P",
+                       help="the topic has P x N partitions (default: %(default)s)")  # fmt: skip
+        p.add_argument("--heartbeat-interval-ms", type=_positive, default=1000, metavar="MS",
+                       help="members' heartbeat interval (default: %(default)s)")  # fmt: skip
     elif name == "kafka":
         p.add_argument("--members", type=_positive, default=1000, help="members of the join: one fresh group over "
                        "Kafka and one over gRPC (default: %(default)s)")  # fmt: skip

@@ -25,7 +25,12 @@ PUBLIC = (
     "groupcoord.client.protocol",
     "groupcoord.client.security",
 )
-INTERNAL = ("groupcoord.client.batching", "groupcoord.client.calls", "groupcoord.client.discovery")
+INTERNAL = (
+    "groupcoord.client.batching",
+    "groupcoord.client.calls",
+    "groupcoord.client.discovery",
+    "groupcoord.client.session",
+)
 
 
 def main(argv: list[str]) -> int:

@@ -183,6 +183,23 @@ def test_rebalance() -> None:
     assert got["generation_id"] > got["generation_before"]
 
 
+@pytest.mark.timeout(90)
+def test_scale_out_eager_and_cooperative() -> None:
+    """The counts follow from the protocols, whatever the timings: eager gives up every partition, cooperative only
+    the ones that move to the newcomer (8 partitions over 4 + 1 members: the newcomer takes 8 // 5 of them)."""
+    got = bench("scale-out", "--members", "4", "--partitions-per-member", "2", "--heartbeat-interval-ms", "300")
+    run = got["runs"][0]["sizes"]["4->5"]
+    eager, coop = run["eager"], run["cooperative"]
+    assert eager["assignor"] == "sticky" and coop["assignor"] == "cooperative-sticky"
+    assert eager["partitions"] == coop["partitions"] == 8
+    assert eager["partitions_unowned"] == eager["unowned_at_once_max"] == 8
+    assert eager["partitions_moved"] == coop["partitions_moved"] == 8 // 5
+    assert coop["partitions_unowned"] == coop["partitions_moved"] and coop["unowned_at_once_max"] <= 8 // 5
+    assert eager["doubly_owned"] == coop["doubly_owned"] == 0
+    assert run["ratio_unowned_cooperative_eager"] == round(coop["partitions_unowned"] / 8, 3)
+    assert coop["stable_after_s"] > 0 and eager["stable_after_s"] > 0
+
+
 @pytest.mark.timeout(60)
 def test_failover() -> None:
     run = bench("failover", "--groups", "4", "--members-per-group", "3")["runs"][0]

@@ -28,6 +28,7 @@ SUBSCRIPTIONS = st.builds(
     topics=st.dictionaries(TOPIC, st.integers(0, MAX_PARTITIONS), max_size=8),
     owned=PAIRS,
     user_data=st.binary(max_size=32),
+    previous=PAIRS,
 )
 ASSIGNMENTS = st.builds(Assignment, partitions=PAIRS, user_data=st.binary(max_size=32))
 # Any value msgpack can carry, to build structurally wrong payloads.
@@ -77,6 +78,9 @@ def test_wire_format_is_pinned() -> None:
         "owned": {"a": [0], "b": [0, 1]},
         "user_data": b"u",
     }
+    # `previous` (an eager member's last assignment) is left out when empty, so payloads without it keep their bytes.
+    with_previous = Subscription({"a": 1}, previous=(("a", 0),))
+    assert msgpack.unpackb(encode_subscription(with_previous))["previous"] == {"a": [0]}
     assignment = Assignment((("t", 3), ("s", 0), ("t", 1)))
     assert msgpack.unpackb(encode_assignment(assignment)) == {
         "version": 1,

@@ -228,7 +228,8 @@ async def test_sync_rediscovers_and_moves(fake: FakeCoordinator, other: FakeCoor
     member, _ = make(fake)
     await started(member)
     await member.wait_stable(5)
-    assert fake.count("FindCoordinator") == 2
+    # The sync finds the move; a heartbeat beside it (client/session.py) may find it too, before the sync does.
+    assert fake.count("FindCoordinator") in (2, 3)
     # The same sync (generation and member id) is retried at the new coordinator: no new join.
     assert fake.count("JoinGroup") == 1 and other.count("JoinGroup") == 0
     [sync] = other.sent("SyncGroup")
@@ -513,7 +514,8 @@ async def count_requests_for(fake: FakeCoordinator, make: Any, window_s: float) 
     member, _ = make(fake)
     await started(member)
     await asyncio.sleep(window_s)
-    n = fake.count()
+    # Heartbeats go on at their interval beside a rejoin (client/session.py); the loops are the other calls.
+    n = fake.count() - fake.count("Heartbeat")
     await asyncio.wait_for(member.close(), 5)
     return n
 
