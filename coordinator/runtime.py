@@ -12,7 +12,6 @@ never replicated: `load()` rebuilds it from the hard state with fresh deadlines,
 from __future__ import annotations
 
 import functools
-import uuid
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar
@@ -98,10 +97,6 @@ class GroupSoft:
     join_bucket: TokenBucket | None = None
 
 
-def _new_uuid() -> str:
-    return str(uuid.uuid4())
-
-
 SESSION, PENDING, JOIN, SYNC, RETENTION = "session", "pending", "join", "sync", "retention"
 
 
@@ -110,7 +105,7 @@ class Runtime:
         self,
         config: GroupConfig,
         clock: Clock,
-        new_uuid: Callable[[], str] = _new_uuid,
+        new_uuid: Callable[[], str],
         store: GroupStore | None = None,
     ) -> None:
         self.config = config

@@ -62,6 +62,11 @@ MAX_BATCH_RECORDS = 2048
 LEASE_RETRY_S = 0.005
 
 
+def _uuid4() -> str:
+    """New member and topic ids: the core takes its id source from its host, random here, sequential in tests."""
+    return str(uuid.uuid4())
+
+
 class Role(enum.Enum):
     FOLLOWER = "follower"
     LOADING = "loading"
@@ -85,7 +90,7 @@ class PartitionHost:
         group_config: GroupConfig,
         clock: Clock,
         loop: asyncio.AbstractEventLoop,
-        new_uuid: Callable[[], str] | None = None,
+        new_uuid: Callable[[], str] = _uuid4,
         on_commit: Callable[[list[r.Record]], None] | None = None,
         observer: PartitionObserver | None = None,
     ) -> None:
@@ -136,8 +141,8 @@ class PartitionHost:
             self.step_down(f"barrier failed: {error}")
             return
         snapshot, _fence = self.replica.snapshot_store()
-        kwargs = {"new_uuid": self._new_uuid} if self._new_uuid else {}
-        self.core = GroupCoordinator(self._group_config, self._clock, store=GroupStore.restore(snapshot), **kwargs)
+        store = GroupStore.restore(snapshot)
+        self.core = GroupCoordinator(self._group_config, self._clock, new_uuid=self._new_uuid, store=store)
         self.role = Role.LEADER
         self._report_role()
         self._rearm()

@@ -1,7 +1,8 @@
 """Cluster layout: which nodes exist, where they listen, and which partition a group belongs to.
 
-A group maps to partition `stable_hash(group_id) % P`, where `stable_hash` is the first 8 bytes of
-BLAKE2b(group_id as UTF-8), read big-endian. It never depends on the process (unlike Python's `hash()`),
+A group maps to partition `stable_hash(group_id) % P`, where `stable_hash` is BLAKE2b with an 8-byte digest
+(`digest_size=8`, not a prefix of the 64-byte one) of the group id as UTF-8, read big-endian; docs/ARCHITECTURE.md
+has known answers. It never depends on the process (unlike Python's `hash()`),
 so every node, client and tool agrees on it. P is fixed when a node first creates its data directory and
 stored there (`cluster.json`); a node refuses to start with another P.
 """

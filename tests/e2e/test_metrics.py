@@ -20,7 +20,7 @@ from groupcoord.protocol.v1 import groupcoord_pb2 as pb
 from tests.e2e.support import NodeProcess, heartbeat, join_dynamic, join_request, start_node, stop_node, sync_all
 from tests.e2e.test_cli import groupcoord
 from tests.fuzz import http2
-from tests.support import FakeClock
+from tests.support import FakeClock, SeqIds
 
 REQUESTS = "groupcoord_requests_total"
 
@@ -241,7 +241,7 @@ def test_rebalance_duration_runs_from_the_first_start_to_the_sync_and_forgets_th
 
 async def test_a_scrape_from_the_loop_itself_reads_the_cores_directly():
     """In process: the collector must not wait on its own loop (it would block for the 5 s timeout)."""
-    core = GroupCoordinator(GroupConfig(), FakeClock())
+    core = GroupCoordinator(GroupConfig(), FakeClock(), new_uuid=SeqIds())
     core.join_group(join_request("g1"), "t1")  # MEMBER_ID_REQUIRED: one pending member, group Empty
     metrics = NodeMetrics()
     metrics.watch_cores(asyncio.get_running_loop(), lambda: (core,))

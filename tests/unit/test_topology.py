@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from pathlib import Path
 
 import pytest
 
@@ -26,6 +27,17 @@ def test_stable_hash_is_blake2b_and_never_changes():
     assert stable_hash("") == 16476032584258269876
     assert stable_hash("ünïcode") == int.from_bytes(hashlib.blake2b("ünïcode".encode(), digest_size=8).digest(), "big")
     assert [partition_for(g, 16) for g in ("orders", "group-0", "")] == [13, 8, 4]
+
+
+def test_the_known_answers_in_the_architecture_doc_are_what_the_code_computes():
+    doc = (Path(__file__).parents[2] / "docs" / "ARCHITECTURE.md").read_text()
+    table = doc.split("Known answers of the group-to-partition hash", 1)[1].split("\n\n")[1]
+    rows = [line.strip("|").split("|") for line in table.splitlines()[2:]]
+    assert len(rows) >= 5
+    for group_cell, hash_cell, p4, p16 in rows:
+        group = group_cell.strip().strip("`").replace("(empty)", "")
+        assert f"{stable_hash(group):016x}" == hash_cell.strip().strip("`"), group
+        assert (partition_for(group, 4), partition_for(group, 16)) == (int(p4), int(p16)), group
 
 
 def test_groups_spread_over_partitions():
