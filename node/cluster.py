@@ -31,6 +31,7 @@ from groupcoord.logfields import fields
 from groupcoord.node.balance import LeaderBalancer
 from groupcoord.node.clock import ClusterClock, SystemClock
 from groupcoord.node.events import EventFiles, PartitionEvents
+from groupcoord.node.grouplog import GroupLog
 from groupcoord.node.partitions import PartitionHost, Role
 from groupcoord.node.topology import (
     Peer,
@@ -113,6 +114,8 @@ class NodeCluster:
             self.peers = [Peer(node_id, advertised_host, port, base)]
             me = self.peers[0]
         self.node_id = node_id
+        # INFO lines per membership change and rebalance, for the records this node's coordinators make.
+        self.group_log = GroupLog(node_id)
         self.me = me
         # Raft's key, and the key of the callers one node hands requests on for (node/forwarding.py).
         self.secret = secret
@@ -210,6 +213,7 @@ class NodeCluster:
             # Peers know this replica by its address in `peers`; it listens on this node's host.
             bind_address=f"{host}:{me.raft_port + k}",
             on_events=writer.write if writer is not None else None,
+            on_live_events=self.group_log,
             on_state_change=self._wake_poll,
             peer_specs={p.raft_address(k): format_peer(p) for p in self.peers},
             cluster_id=self.cluster_id,

@@ -189,6 +189,7 @@ class PartitionReplica(SyncObj):
         settings: RaftSettings,
         bind_address: str | None = None,
         on_events: Callable[[list[Event]], None] | None = None,
+        on_live_events: Callable[[list[Event]], None] | None = None,
         on_state_change: Callable[[], None] | None = None,
         peer_specs: dict[str, str] | None = None,
         cluster_id: str | None = None,
@@ -200,6 +201,8 @@ class PartitionReplica(SyncObj):
     ) -> None:
         # Set before SyncObj starts: the journal replays through apply_entry.
         self.on_events = on_events
+        # The same events, only for entries committed while this process runs (not the journal's replay).
+        self.on_live_events = on_live_events
         self.partition_id = partition_id
         self.node_id = node_id
         self.store = GroupStore()
@@ -324,7 +327,9 @@ class PartitionReplica(SyncObj):
             with self.lock:
                 self.fence_term = max(self.fence_term, term)
                 prev_index, self.last_effective_index = self.last_effective_index, index
-            self._emit([barrier_event(_barrier_time(payload), self.partition_id, index, term, node_id)], prev_index)
+            self._emit(
+                [barrier_event(_barrier_time(payload), self.partition_id, index, term, node_id)], prev_index, index
+            )
             return True
         if kind == CLUSTER_ID:
             self._apply_cluster_id(bytes(payload).decode("utf-8", "replace"))
@@ -356,14 +361,14 @@ class PartitionReplica(SyncObj):
                 if not self.store.apply(rec):
                     continue
                 effective = True
-                if self.on_events is not None:
+                if self.on_events is not None or self.on_live_events is not None:
                     group = self.store.get(rec.group_id) if isinstance(rec, r.GroupRecord) else None
                     events.append(record_event(rec, group, self.partition_id, index, position, term, node_id))
             prev_index = self.last_effective_index
             if effective:
                 self.last_effective_index = index
             self.applied_batches += 1
-        self._emit(events, prev_index)
+        self._emit(events, prev_index, index)
         return True
 
     def _apply_cluster_id(self, cluster_id: str) -> None:
@@ -385,12 +390,17 @@ class PartitionReplica(SyncObj):
         """Raft messages dropped because they came from another cluster."""
         return self._transport.foreign_messages
 
-    def _emit(self, events: list[Event], prev_index: int) -> None:
-        if events and self.on_events is not None:
-            for event in events:
-                event["prev_index"] = prev_index
+    def _emit(self, events: list[Event], prev_index: int, index: int) -> None:
+        if not events:
+            return
+        for event in events:
+            event["prev_index"] = prev_index
+        live = self.on_live_events if index > self._replayed_through else None
+        for hook in (self.on_events, live):
+            if hook is None:
+                continue
             try:
-                self.on_events(events)
+                hook(events)
             except Exception:
                 # Events are an export: losing some must never stop the replica from applying the log.
                 log.exception("partition.events_failed", extra=fields(partition=self.partition_id))

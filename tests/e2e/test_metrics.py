@@ -153,6 +153,15 @@ async def test_requests_groups_and_rebalances_are_counted(node, stub, channel):
     assert grew(final, "groupcoord_rebalance_duration_seconds_count") == 2
 
 
+def test_build_info_is_exported_and_created_twins_are_not(node):
+    from importlib.metadata import version
+
+    scraped = Scrape(metrics_address(node))
+    (info,) = [labels for name, labels in scraped.samples if name == "groupcoord_build_info"]
+    assert dict(info)["version"] == version("groupcoord") and dict(info)["python"]
+    assert not [name for name, _ in scraped.samples if name.endswith("_created")]
+
+
 async def test_a_call_the_client_abandons_counts_as_grpc_cancelled(node, stub):
     """Runs after the test above (file order): its group is left Empty, so the gauges there are unaffected."""
     address = metrics_address(node)

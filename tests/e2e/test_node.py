@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 
 import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha.proto_reflection_descriptor_database import ProtoReflectionDescriptorDatabase
 
+from groupcoord.client.member import GroupMember
 from groupcoord.coordinator import GroupCoordinator
 from groupcoord.node.topology import partition_for
 from groupcoord.protocol.errors import Errors
@@ -62,6 +64,57 @@ def test_the_node_runs_on_uvloop_and_logs_json_lines(node):
     assert started["loop"] == "uvloop"
     assert started["level"] == "info"
     assert started["node_id"] == 1
+
+
+async def test_membership_changes_and_rebalances_are_logged_once_each(node):
+    """Kafka's coordinator log: a member joins (a rebalance starts, its generation completes, it is Stable again,
+    with how long it took), a second one joins, then both leave."""
+    group = "logged-group"
+    first = GroupMember([node.address], group, {"t": 4}, client_id="first-client", heartbeat_interval_ms=200)
+    second = GroupMember([node.address], group, {"t": 4}, client_id="second-client", heartbeat_interval_ms=200)
+    async with first:
+        await first.wait_stable(20)
+        async with second:
+            await second.wait_stable(20)
+        await asyncio.sleep(0.5)  # the first member's next heartbeat learns of the leave; it rejoins alone
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        lines = [e for e in node.events() if e["event"].startswith("group.") and e.get("group") == group]
+        if [e["event"] for e in lines].count("group.member_left") == 2:
+            break
+        await asyncio.sleep(0.1)
+    kinds = [e["event"] for e in lines]
+    assert kinds.count("group.member_joined") == 2 and kinds.count("group.member_left") == 2, kinds
+    assert kinds.count("group.rebalance_started") >= 2 and kinds.count("group.generation_completed") >= 2, kinds
+    joined = [e for e in lines if e["event"] == "group.member_joined"]
+    assert [e["client_id"] for e in joined] == ["first-client", "second-client"]
+    assert all(e["member"] and e["level"] == "info" for e in joined)
+    started = next(e for e in lines if e["event"] == "group.rebalance_started")
+    assert started["reason"] and started["member"] == joined[0]["member"]
+    completed = [e for e in lines if e["event"] == "group.rebalance_completed"]
+    assert completed and all(e["took_ms"] >= 0 and e["generation"] >= 1 for e in completed), completed
+    assert {e["members"] for e in completed} >= {1, 2}
+
+
+async def test_a_restarted_node_does_not_log_its_journal_again(tmp_path):
+    data = f"--data-dir={tmp_path / 'data'}"
+    first = start_node(tmp_path / "first.log", data)
+    try:
+        async with GroupMember([first.address], "replayed", {"t": 2}, heartbeat_interval_ms=200) as member:
+            await member.wait_stable(20)
+    finally:
+        stop_node(first)
+    assert any(e["event"] == "group.member_joined" for e in first.events())
+    again = start_node(tmp_path / "again.log", data)
+    try:
+        async with grpc.aio.insecure_channel(again.address) as channel:
+            reply = await pb_grpc.GroupCoordinatorStub(channel).DescribeGroups(
+                pb.DescribeGroupsRequest(group_ids=["replayed"])
+            )
+    finally:
+        stop_node(again)
+    assert reply.groups[0].group_state == "Empty"  # the journal was replayed: the group is known
+    assert not [e for e in again.events() if e["event"].startswith("group.")]
 
 
 async def test_sigterm_answers_parked_joins_and_exits_zero(tmp_path):
