@@ -240,6 +240,15 @@ def _members_remove(args: argparse.Namespace) -> int:
 def _offsets_get(args: argparse.Namespace) -> int:
     async def job(admin: Admin) -> int:
         offsets = sorted((await admin.list_offsets(args.group)).items())
+        if not offsets:
+            # No offsets and no group are different answers (kafka-consumer-groups: "does not exist").
+            (described,) = await admin.describe_groups([args.group])
+            if described.error_code != 0:
+                from groupcoord.protocol.errors import Errors
+
+                name, code = f"group {args.group!r}", described.error_code
+                unknown = code == Errors.GROUP_ID_NOT_FOUND
+                return _failures({name: code}, {name: "no such group" if unknown else described.error_message})
         if args.json:
             _print_json([{"topic": t, "partition": p, "offset": o, "metadata": m} for (t, p), (o, m) in offsets])
         else:

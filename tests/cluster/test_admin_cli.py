@@ -147,6 +147,12 @@ def test_offsets_set_then_get_on_an_empty_group(bootstrap: str):
     assert deleted.returncode == 0 and "deleted" in deleted.stdout, deleted.stderr
 
 
+def test_offsets_get_of_an_unknown_group_is_an_error(bootstrap: str):
+    got = _admin(bootstrap, "offsets", "get", "no-such-group")
+    assert got.returncode == 1 and got.stdout == ""
+    assert "group 'no-such-group': GROUP_ID_NOT_FOUND (no such group)" in got.stderr
+
+
 def test_offsets_set_on_a_live_group_names_each_failed_partition(bootstrap: str, static_group: str):
     refused = _admin(bootstrap, "offsets", "set", static_group, "orders:1=5")
     assert refused.returncode == 1
