@@ -54,21 +54,33 @@ def _cluster_status(args: argparse.Namespace) -> int:
 def _health(args: argparse.Namespace) -> int:
     from groupcoord import localcluster
 
-    address = args.address or f"127.0.0.1:{os.environ.get(node_config.ENV_PREFIX + 'PORT', '50051')}"
-    status = localcluster.health(address, args.timeout, client_security(args))
-    print(f"{address}: {status}")
-    return 0 if status == "SERVING" else 1
+    if args.address:
+        addresses = [args.address]
+    elif os.environ.get("GROUPCOORD_BOOTSTRAP"):
+        addresses = admin_cli.parse_bootstrap(os.environ["GROUPCOORD_BOOTSTRAP"])
+    else:
+        addresses = [f"127.0.0.1:{os.environ.get(node_config.ENV_PREFIX + 'PORT', '50051')}"]
+    security = client_security(args)
+    serving = True
+    for address in addresses:
+        status = localcluster.health(address, args.timeout, security)
+        print(f"{address}: {status}")
+        serving = serving and status == "SERVING"
+    return 0 if serving else 1
 
 
 def _add_health(commands: argparse._SubParsersAction) -> None:
     health = commands.add_parser(
         "health",
         help="ask a node whether it is serving (exit 0) or not (exit 1), e.g. as a container health check",
-        description="The gRPC health check of one node: SERVING once every partition has a leader. Exit 0 when "
-        "SERVING, 1 otherwise (NOT_SERVING, or UNREACHABLE).",
+        description="The gRPC health check of one node (or of every node of $GROUPCOORD_BOOTSTRAP): SERVING once "
+        "every partition has a leader. Exit 0 when every node asked is SERVING, 1 otherwise (NOT_SERVING, or "
+        "UNREACHABLE).",
     )
     health.add_argument(
-        "--address", metavar="HOST:PORT", help="the node (default: 127.0.0.1 and $GROUPCOORD_PORT, or 50051)"
+        "--address",
+        metavar="HOST:PORT",
+        help="the node (default: every node of $GROUPCOORD_BOOTSTRAP, else 127.0.0.1 and $GROUPCOORD_PORT, or 50051)",
     )
     health.add_argument("--timeout", type=float, default=2.0, metavar="S", help="seconds (default: 2)")
     add_security_flags(health)

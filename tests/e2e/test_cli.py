@@ -101,6 +101,14 @@ def test_health_exits_0_for_a_serving_node_and_1_otherwise(node: NodeProcess):
     assert (by_env.returncode, by_env.stdout.strip()) == (0, f"127.0.0.1:{node.port}: SERVING")
     nobody = groupcoord("health", "--address", "127.0.0.1:1", "--timeout", "0.5")
     assert (nobody.returncode, nobody.stdout.strip()) == (1, "127.0.0.1:1: UNREACHABLE")
+    # The admin commands' variable: every node it lists, one line each; 0 only if all serve.
+    listed = groupcoord("health", env={"GROUPCOORD_BOOTSTRAP": f"{node.address},127.0.0.1:1", "GROUPCOORD_PORT": "1"})
+    assert (listed.returncode, listed.stdout.splitlines()) == (
+        1,
+        [f"{node.address}: SERVING", "127.0.0.1:1: UNREACHABLE"],
+    )
+    alone = groupcoord("health", env={"GROUPCOORD_BOOTSTRAP": node.address, "GROUPCOORD_PORT": "1"})
+    assert (alone.returncode, alone.stdout.strip()) == (0, f"{node.address}: SERVING")
 
 
 def test_no_command_prints_usage_and_exits_2():
