@@ -144,8 +144,16 @@ def test_a_mixed_group_of_librdkafka_kafka_python_and_aiokafka_forms_and_rebalan
     python_done, all_done = threading.Event(), threading.Event()
 
     def python() -> None:
-        consumer = KafkaConsumer(TOPIC, bootstrap_servers=bootstrap, group_id=group, **settings)
+        consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group, **settings)
         try:
+            # kafka-python leads with whatever metadata it has: one that joins before its first metadata answer
+            # assigns nothing ("No partition metadata for topic") and waits for a later refresh (twice in CI the
+            # group stayed so for 90 s). It learns the topic first, then subscribes; the join is the test's subject.
+            deadline = time.monotonic() + 30
+            while not consumer.partitions_for_topic(TOPIC):
+                assert time.monotonic() < deadline, "kafka-python never saw the topic in Metadata"
+                time.sleep(0.1)
+            consumer.subscribe([TOPIC])
             while not python_done.is_set():
                 consumer.poll(timeout_ms=50)
                 owned["kafka-python"] = frozenset(tp.partition for tp in consumer.assignment())
