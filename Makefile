@@ -12,7 +12,7 @@ CLUSTER_DIR ?= .groupcoord/cluster
 JS := tests/kafka/js
 JS_STAMP := $(JS)/node_modules/.installed
 
-.PHONY: venv run cluster stop test lint proto image system js api
+.PHONY: venv run cluster stop test check lint proto image system js api
 
 venv: $(STAMP)
 
@@ -36,9 +36,19 @@ cluster: $(STAMP)
 stop: $(STAMP)
 	$(BIN)/groupcoord cluster down --dir $(CLUSTER_DIR)
 
+# The static checks, run first by `make test` and by `make check`: a type checker belongs here too.
 lint: $(STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+
+# The quick loop before a commit, under a minute on 2 cores with no root, Docker, Java or Chromium: lint, then the
+# in-process tests (tests/unit, tests/raft but its `timing` ones) on one xdist worker per core, each property test
+# on a tenth of its hypothesis examples (tests/unit/profiles.py). worksteal: a worker left with slow tests (session
+# timeouts, elections) hands them over. `make test` runs the whole suite, every example. `CHECK_WORKERS=4`: more.
+CHECK_WORKERS ?= auto
+check: lint
+	HYPOTHESIS_PROFILE=check $(BIN)/pytest tests/unit tests/raft -m 'not timing' -q --durations=10 \
+		-n $(CHECK_WORKERS) --dist worksteal
 
 # The container tests (tests/deploy) run the image; building it again is quick once the base exists.
 test: system lint image js

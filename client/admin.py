@@ -114,6 +114,17 @@ class PartitionInfo:
 
 
 @dataclass(frozen=True, slots=True)
+class NodeSetting:
+    """A setting one node runs with; `source` is "default", "config file PATH", "environment VAR" or "flag --x"."""
+
+    name: str
+    value: str
+    source: str
+    default: str
+    sensitive: bool  # its value is never sent: "(set)" or ""
+
+
+@dataclass(frozen=True, slots=True)
 class ClusterDescription:
     answered_by: int
     partition_count: int
@@ -194,10 +205,14 @@ class Admin:
         deadline_s: float = 30.0,
         connect_timeout_s: float = 5.0,
         security: ClientSecurity = PLAINTEXT,
+        fail_fast_refused: bool = False,
     ) -> None:
         self.bootstrap = list(bootstrap)
         self.deadline_s = deadline_s
         self.connect_timeout_s = connect_timeout_s
+        # An operator's command: every bootstrap address refusing the connection means nothing listens there, so
+        # say so at once; a program (the default) may be starting beside the cluster and waits connect_timeout_s.
+        self.fail_fast_refused = fail_fast_refused
         self._connections = Connections(self.bootstrap, request_timeout_s=min(deadline_s, 10.0), security=security)
         self._reached = False
 
@@ -219,17 +234,20 @@ class Admin:
         backoff = Backoff()
         last = "no answer"
         while True:
+            refused = 0
             for address in list(self._connections.bootstrap):
                 timeout = min(self.connect_timeout_s if not self._reached else 10.0, self.deadline_s)
                 try:
                     reply = await getattr(self._connections.stub(address), method)(request, timeout=timeout)
                 except grpc.aio.AioRpcError as exc:
                     last = f"{address}: {exc.code().name} {exc.details() or ''}".strip()
+                    refused += "Connection refused" in (exc.details() or "")
                     continue
                 self._reached = True
                 return reply
             elapsed = loop.time() - start
-            if not self._reached and elapsed > self.connect_timeout_s:
+            all_refused = self.fail_fast_refused and refused == len(self._connections.bootstrap)
+            if not self._reached and (all_refused or elapsed > self.connect_timeout_s):
                 raise BootstrapUnreachable(tuple(self.bootstrap), last, round(elapsed, 3))
             if elapsed > self.deadline_s:
                 raise error_for(Errors.COORDINATOR_NOT_AVAILABLE, f"no node answered {method}: {last}")
@@ -304,6 +322,15 @@ class Admin:
             ),
             cluster_id=reply.cluster_id,
         )
+
+    async def describe_settings(self) -> tuple[int, list[NodeSetting]]:
+        """The node id and settings of the first bootstrap node that answers (give one address to ask that node).
+        Admin only: `ClusterAuthorizationFailed` otherwise."""
+        reply = await self._any_node("DescribeSettings", pb.DescribeSettingsRequest())
+        if reply.error_code != Errors.NONE:
+            raise error_for(reply.error_code, reply.error_message)
+        settings = [NodeSetting(s.name, s.value, s.source, s.default_value, s.sensitive) for s in reply.settings]
+        return reply.node_id, settings
 
     async def add_voter(self, node: str) -> list[int]:
         """Makes `node` (`id=host:port:raft_port[@client_host:client_port]`, as in `peers`) a voter of every

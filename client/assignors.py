@@ -1,4 +1,4 @@
-"""Partition assignors that the group leader runs, as in Kafka's classic protocol (SPEC §5).
+"""Partition assignors that the group leader runs, as in Kafka's classic protocol (docs/CLIENT.md).
 
 The coordinator never looks inside assignments: the leader decodes every member's `Subscription`, picks the
 assignor the group agreed on (the JoinGroup protocol name) and sends each member its `Assignment`. Every assignor

@@ -1,5 +1,5 @@
 """`GroupMember`: a worker's membership in a group — join, sync, heartbeat, commit — with the error policy of
-SPEC §5 (Kafka's classic consumer coordinator, with eager or cooperative (KIP-429) rebalancing).
+Kafka's classic consumer coordinator (docs/CLIENT.md#errors), with eager or cooperative (KIP-429) rebalancing.
 
 Error policy:
 * COORDINATOR_NOT_AVAILABLE / NOT_COORDINATOR / unreachable node → find the coordinator again (backoff);

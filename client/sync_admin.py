@@ -23,6 +23,7 @@ from groupcoord.client.admin import (
     CreatedTopic,
     GroupDescription,
     ListedGroup,
+    NodeSetting,
     TopicInfo,
     TopicPartition,
 )
@@ -40,10 +41,17 @@ class SyncAdmin:
         deadline_s: float = 30.0,
         connect_timeout_s: float = 5.0,
         security: ClientSecurity = PLAINTEXT,
+        fail_fast_refused: bool = False,
     ) -> None:
         # Made before the thread starts, so that a bad argument (no bootstrap, an unreadable certificate) leaves
         # nothing to tear down. Its channels open lazily, on the loop that runs their calls.
-        self._admin = Admin(bootstrap, deadline_s=deadline_s, connect_timeout_s=connect_timeout_s, security=security)
+        self._admin = Admin(
+            bootstrap,
+            deadline_s=deadline_s,
+            connect_timeout_s=connect_timeout_s,
+            security=security,
+            fail_fast_refused=fail_fast_refused,
+        )
         self._runner = _LoopThread("groupcoord-admin")
         self._runner.on_close = self._admin.close
 
@@ -64,6 +72,10 @@ class SyncAdmin:
     def describe_cluster(self) -> ClusterDescription:
         """Blocking `Admin.describe_cluster`."""
         return self._runner.run(lambda: self._admin.describe_cluster())
+
+    def describe_settings(self) -> tuple[int, list[NodeSetting]]:
+        """Blocking `Admin.describe_settings`."""
+        return self._runner.run(lambda: self._admin.describe_settings())
 
     def add_voter(self, node: str) -> list[int]:
         """Blocking `Admin.add_voter`."""

@@ -1,4 +1,4 @@
-"""Committed changes as events (SPEC §6): what every replica writes for each record that took effect.
+"""Committed changes as events (docs/EVENTS.md): what every replica writes for each record that took effect.
 
 An event is a flat JSON-ready dict (schema version `EVENT_VERSION`, documented in docs/EVENTS.md). Every field
 comes from the replicated entry or from state after the apply, so every replica derives the same event for the
@@ -88,6 +88,10 @@ def _registered(rec: r.InstancesRegistered, group: Group | None) -> tuple[str, s
     return "instances_registered", "", "", {"group_instance_ids": list(rec.group_instance_ids)}
 
 
+def _unregistered(rec: r.InstancesUnregistered, group: Group | None) -> tuple[str, str, str, dict[str, Any]]:
+    return "instances_unregistered", "", "", {"group_instance_ids": list(rec.group_instance_ids)}
+
+
 def _avoided(rec: r.RebalanceAvoided, group: Group | None) -> tuple[str, str, str, dict[str, Any]]:
     details = {"join_reason": rec.join_reason, "group_instance_id": rec.group_instance_id}
     return "rebalance_avoided", rec.member_id, rec.cause, details
@@ -115,6 +119,7 @@ DESCRIBE: dict[type, Describe] = {
     r.OffsetsExpired: _expired,
     r.GroupDeleted: _deleted,
     r.InstancesRegistered: _registered,
+    r.InstancesUnregistered: _unregistered,
     r.RebalanceAvoided: _avoided,
     r.TopicCreated: _topic_created,
     r.TopicDeleted: _topic_deleted,
@@ -157,7 +162,7 @@ def record_event(
 
 
 def barrier_event(time_ms: int | None, partition: int, index: int, term: int, node: int) -> Event:
-    """A new leader's barrier committed: from here it serves the partition (leader_elected in SPEC §6)."""
+    """A new leader's barrier committed: from here it serves the partition (docs/EVENTS.md: a leader elected)."""
     return {
         "v": EVENT_VERSION,
         "time_ms": time_ms,

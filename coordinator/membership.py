@@ -1,5 +1,5 @@
 """JoinGroup, SyncGroup, Heartbeat, LeaveGroup and AddMembersToGroup: Kafka's classic rebalance protocol
-with KIP-345 static membership, KIP-394 MEMBER_ID_REQUIRED, seed 001 JoinReason and seed 002 batch join.
+with KIP-345 static membership, KIP-394 MEMBER_ID_REQUIRED, JoinReason and batch pre-registration (docs/PROTOCOL.md).
 
 The structure follows Kafka's GroupCoordinator (handleJoinGroup -> doUnknownJoinGroup / doJoinGroup ->
 addMemberAndRebalance); every hard change is a record written through `_emit`.
@@ -67,7 +67,8 @@ class Membership(Runtime):
 
     @staticmethod
     def _member_error(group: Group, member_id: str, instance_id: str) -> Errors:
-        """SPEC §2 identity order: instance mapped elsewhere -> fenced; unmapped or unknown id -> unknown."""
+        """Identity order (docs/PROTOCOL.md#validation-order): instance mapped elsewhere -> fenced; unmapped or
+        unknown id -> unknown."""
         if instance_id:
             mapped = group.static_members.get(instance_id)
             if mapped is None:
@@ -175,9 +176,10 @@ class Membership(Runtime):
             self._join_known(group, req, token, client_host)
 
     def _accept_joining(self, group: Group, req: pb.JoinGroupRequest) -> bool:
-        """Kafka's acceptJoiningMember (group.max.size), checked before member identity (SPEC §2). During a rebalance
-        it counts the members waiting in the join phase: the group may be over a lowered limit, and the last to
-        rejoin are the ones turned away. A returning static instance is a known member (SPEC §3.5)."""
+        """Kafka's acceptJoiningMember (group.max.size), checked before member identity
+        (docs/PROTOCOL.md#validation-order). During a rebalance it counts the members waiting in the join phase: the
+        group may be over a lowered limit, and the last to rejoin are the ones turned away. A returning static
+        instance is a known member (KIP-345)."""
         max_size = self.config.max_size
         if max_size is None or group.state == EMPTY:
             return True
@@ -520,7 +522,7 @@ class Membership(Runtime):
     def _generation_check(
         self, group_id: str, member_id: str, instance_id: str, generation_id: int
     ) -> tuple[Errors, Group | None]:
-        """Group id, then identity, then generation (SPEC §2 validation order)."""
+        """Group id, then identity, then generation (docs/PROTOCOL.md#validation-order)."""
         code = self._group_id_error(group_id)
         if code != Errors.NONE:
             return code, None
@@ -595,6 +597,11 @@ class Membership(Runtime):
         if not member_id:
             # Administrative removal by instance id (KIP-345 batch leave).
             member_id = group.static_members.get(instance_id, "") if instance_id else ""
+            if not member_id and instance_id in group.registered_instances:
+                # Pre-registered and never joined: the join phase must not wait for it any longer.
+                self._emit(r.InstancesUnregistered(group.group_id, (instance_id,), self._wall()))
+                self._maybe_complete_join(group)
+                return Errors.NONE
             if not member_id:
                 return Errors.UNKNOWN_MEMBER_ID
             cause, removal = r.RebalanceCause.ADMIN_REMOVAL, r.RemovalCause.ADMIN_REMOVAL

@@ -292,6 +292,15 @@ class GroupStore:
         self._group(rec.group_id, rec.time_ms).registered_instances.update(dict.fromkeys(new))
         return True
 
+    def _instances_unregistered(self, rec: r.InstancesUnregistered) -> bool:
+        group = self.groups.get(rec.group_id)
+        gone = [i for i in rec.group_instance_ids if group is not None and i in group.registered_instances]
+        if group is None or not gone:
+            return False
+        for instance_id in gone:
+            del group.registered_instances[instance_id]
+        return True
+
     def _rebalance_avoided(self, rec: r.RebalanceAvoided) -> bool:
         """Changes nothing; true while the member is in the group, so the event is written."""
         group = self.groups.get(rec.group_id)
@@ -368,6 +377,7 @@ _APPLY: dict[type[r.Record], Any] = {
     r.OffsetsExpired: GroupStore._offsets_expired,
     r.GroupDeleted: GroupStore._group_deleted,
     r.InstancesRegistered: GroupStore._instances_registered,
+    r.InstancesUnregistered: GroupStore._instances_unregistered,
     r.RebalanceAvoided: GroupStore._rebalance_avoided,
     r.TopicCreated: GroupStore._topic_created,
     r.TopicDeleted: GroupStore._topic_deleted,

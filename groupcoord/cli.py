@@ -1,5 +1,5 @@
 """The `groupcoord` command line: one subcommand per job (`node`, `cluster`, `groups`, `members`, `offsets`,
-`chaos`, `events`, `analyze`, `bench`, `token`, `certs`).
+`topics`, `health`, `chaos`, `events`, `analyze`, `bench`, `token`, `certs`, `completion`).
 
 Handlers import what they run lazily, so `--help` and a mistyped flag answer without loading grpc.
 """
@@ -14,13 +14,19 @@ from collections.abc import Sequence
 from importlib.metadata import version
 from pathlib import Path
 
-from groupcoord import admin_cli, bench_cli, certs_cli, events_cli
+from groupcoord import admin_cli, bench_cli, certs_cli, cluster_admin_cli, events_cli, offsets_cli
 from groupcoord.chaos import cli as chaos_cli
 from groupcoord.errors import UserError
 from groupcoord.node import config as node_config
 from groupcoord.pipeline import cli as pipeline_cli
 from groupcoord.security_flags import add_security_flags, client_security
 
+# `health --check`: the health service names a node answers (node/server.py).
+HEALTH_CHECKS = {
+    "cluster": "groupcoord.v1.GroupCoordinator",
+    "readiness": "groupcoord.readiness",
+    "liveness": "groupcoord.liveness",
+}
 # The exit status of a process that SIGPIPE ended (128 + 13), which is what a shell reports for `yes | head`.
 SIGPIPE_EXIT = 141
 
@@ -51,6 +57,31 @@ def _cluster_status(args: argparse.Namespace) -> int:
     return localcluster.status(args.dir, as_json=args.json)
 
 
+def _one_node(args: argparse.Namespace) -> int:
+    from groupcoord import localnodes
+
+    if args.action == "stop-node":
+        return localnodes.stop_node(args.dir, args.node_id)
+    if args.action == "start-node":
+        return localnodes.start_node(args.dir, args.node_id, args.timeout)
+    return localnodes.restart_node(args.dir, args.node_id, args.timeout)
+
+
+def _add_one_node(actions: argparse._SubParsersAction, default_dir: Path, dir_help: str) -> None:
+    what = {
+        "stop-node": "stop one node of the cluster (SIGTERM, SIGKILL after 10 s); the others keep serving",
+        "start-node": "start a stopped node again, from its own data, and wait until it serves",
+        "restart-node": "stop one node, then start it again and wait until it serves",
+    }
+    for name, help_ in what.items():
+        parser = actions.add_parser(name, help=help_, description=help_[0].upper() + help_[1:] + ".")
+        parser.add_argument("node_id", type=int, metavar="N", help="the node's id (node N runs on 127.0.0.N)")
+        parser.add_argument("--dir", type=Path, default=default_dir, help=dir_help)
+        if name != "stop-node":
+            parser.add_argument("--timeout", type=float, default=60.0, metavar="S", help="seconds to wait (60)")
+        parser.set_defaults(handler=_one_node)
+
+
 def _health(args: argparse.Namespace) -> int:
     from groupcoord import localcluster
 
@@ -63,7 +94,7 @@ def _health(args: argparse.Namespace) -> int:
     security = client_security(args)
     serving = True
     for address in addresses:
-        status = localcluster.health(address, args.timeout, security)
+        status = localcluster.health(address, args.timeout, security, HEALTH_CHECKS[args.check])
         print(f"{address}: {status}")
         serving = serving and status == "SERVING"
     return 0 if serving else 1
@@ -73,9 +104,13 @@ def _add_health(commands: argparse._SubParsersAction) -> None:
     health = commands.add_parser(
         "health",
         help="ask a node whether it is serving (exit 0) or not (exit 1), e.g. as a container health check",
-        description="The gRPC health check of one node (or of every node of $GROUPCOORD_BOOTSTRAP): SERVING once "
-        "every partition has a leader. Exit 0 when every node asked is SERVING, 1 otherwise (NOT_SERVING, or "
-        "UNREACHABLE).",
+        description="The gRPC health check of one node (or of every node of $GROUPCOORD_BOOTSTRAP). `cluster` (the "
+        "default): SERVING once every partition has a leader; `readiness`: this node serves (it has learned every "
+        "partition's leader once, and reaches a majority of the nodes); `liveness`: the node runs. Exit 0 when "
+        "every node asked is SERVING, 1 otherwise (NOT_SERVING, or UNREACHABLE).",
+    )
+    health.add_argument(
+        "--check", choices=tuple(HEALTH_CHECKS), default="cluster", help="which check (default: %(default)s)"
     )
     health.add_argument(
         "--address",
@@ -216,8 +251,28 @@ def _add_cluster(commands: argparse._SubParsersAction) -> None:
     status.add_argument("--dir", type=Path, default=default_dir, help=dir_help)
     status.add_argument("--json", action="store_true", help="print JSON")
     status.set_defaults(handler=_cluster_status)
-    admin_cli.register_cluster_describe(actions)
-    admin_cli.register_cluster_membership(actions)
+    _add_one_node(actions, default_dir, dir_help)
+    cluster_admin_cli.register_cluster_describe(actions)
+    cluster_admin_cli.register_cluster_membership(actions)
+
+
+def _completion(args: argparse.Namespace) -> int:
+    import shtab
+
+    print(shtab.complete(build_parser(), shell=args.shell), end="")
+    return 0
+
+
+def _add_completion(commands: argparse._SubParsersAction) -> None:
+    completion = commands.add_parser(
+        "completion",
+        help="print a shell completion script (bash, zsh, tcsh)",
+        description="A completion script for every command and flag, generated from the parser itself (shtab). "
+        'bash: `eval "$(groupcoord completion bash)"` in ~/.bashrc, or save it as '
+        "/etc/bash_completion.d/groupcoord; zsh: save it as a file `_groupcoord` on $fpath.",
+    )
+    completion.add_argument("shell", choices=("bash", "zsh", "tcsh"))
+    completion.set_defaults(handler=_completion)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -239,11 +294,14 @@ def build_parser() -> argparse.ArgumentParser:
     _add_health(commands)
     _add_token(commands)
     admin_cli.register(commands)
+    offsets_cli.register(commands)
+    cluster_admin_cli.register_settings(commands)
     chaos_cli.register(commands)
     events_cli.register(commands)
     pipeline_cli.register(commands)
     bench_cli.register(commands)
     certs_cli.register(commands)
+    _add_completion(commands)
     return parser
 
 

@@ -255,12 +255,13 @@ def _uninterruptible() -> Iterator[None]:
 # -- talking to nodes -----------------------------------------------------------------------------
 
 
-def health(address: str, timeout_s: float = 1.0, security: ClientSecurity = PLAINTEXT) -> str:
-    """The node's gRPC health status name (SERVING, NOT_SERVING, ...) or UNREACHABLE."""
+def health(address: str, timeout_s: float = 1.0, security: ClientSecurity = PLAINTEXT, service: str = SERVICE) -> str:
+    """The node's gRPC health status name (SERVING, NOT_SERVING, ...) or UNREACHABLE; `service` as the health
+    service names it (the cluster's by default, or "groupcoord.readiness" / "groupcoord.liveness")."""
     with sync_channel(address, security, CHANNEL_OPTIONS) as channel:
         try:
             reply = health_pb2_grpc.HealthStub(channel).Check(
-                health_pb2.HealthCheckRequest(service=SERVICE), timeout=timeout_s
+                health_pb2.HealthCheckRequest(service=service), timeout=timeout_s
             )
         except grpc.RpcError:
             return "UNREACHABLE"

@@ -4,7 +4,8 @@ answers about the cluster (who coordinates a group, who is alive, who leads what
 Replicas are created on the event loop's thread (the main thread, which lives as long as the node:
 pysyncobj's tick thread stops when the thread that created the instance dies). A poll task follows each
 replica's Raft role and reports readiness: every partition has a leader, and the partitions this node leads
-have committed their barrier. It runs at once when a replica's Raft state changes (pysyncobj's onStateChanged,
+have committed their barrier (the cluster's), and whether this node serves (its own: ready once, and since then
+in touch with a majority of the nodes). It runs at once when a replica's Raft state changes (pysyncobj's onStateChanged,
 from the tick thread), so a new leader proposes its barrier without delay, and otherwise every
 `POLL_INTERVAL_S` (`STEADY_POLL_INTERVAL_S` once the node is ready) for what has no callback (a follower learning
 who leads, a membership change, the leader balancer).
@@ -182,6 +183,10 @@ class NodeCluster:
             )
         self._ready = asyncio.Event()
         self._on_ready_change: Callable[[bool], None] | None = None
+        # This node's own readiness (Kubernetes'): once ready, kept while it reaches a majority of the nodes.
+        self._joined = False
+        self._serving = False
+        self._on_serving_change: Callable[[bool], None] | None = None
         if self.cluster_id is not None:
             for host in self.hosts:  # a replica created while partition 0 was learning the id missed it
                 host.replica.set_cluster_id(self.cluster_id)
@@ -271,6 +276,15 @@ class NodeCluster:
     def ready(self) -> bool:
         return self._ready.is_set()
 
+    def watch_serving(self, callback: Callable[[bool], None]) -> None:
+        """This node's readiness, not the cluster's: it turns true the first time the node is ready (it has learned
+        every partition's leader) and stays true while the node reaches a majority of the nodes, so an election
+        (a partition without a leader for a moment) leaves every node that can forward clients serving."""
+        self._on_serving_change = callback
+
+    def _reaches_majority(self) -> bool:
+        return 2 * sum(self.alive(p) for p in self.peers) > len(self.peers)
+
     def _wake_poll(self) -> None:
         """A replica's Raft state changed (on its tick thread): the poll runs now."""
         try:
@@ -297,6 +311,13 @@ class NodeCluster:
                 log.info("node.ready" if ready else "node.not_ready", extra=fields(node_id=self.node_id))
                 if self._on_ready_change is not None:
                     self._on_ready_change(ready)
+            self._joined = self._joined or ready
+            serving = self._joined and self._reaches_majority()
+            if serving != self._serving:
+                self._serving = serving
+                log.info("node.serving" if serving else "node.not_serving", extra=fields(node_id=self.node_id))
+                if self._on_serving_change is not None:
+                    self._on_serving_change(serving)
             with contextlib.suppress(TimeoutError):
                 interval = STEADY_POLL_INTERVAL_S if ready else POLL_INTERVAL_S
                 await asyncio.wait_for(self._state_changed.wait(), interval)

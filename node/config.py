@@ -7,6 +7,7 @@ from that table, and docs/CONFIG.md documents it (a test keeps the two in step).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import difflib
 import tomllib
 from collections.abc import Mapping
@@ -27,6 +28,9 @@ MS_PER_MINUTE = 60_000
 TEN_YEARS_S = 10 * 365 * 86_400
 # Kafka's own port: a client's default bootstrap port.
 KAFKA_DEFAULT_PORT = 9092
+# Caps of the per-group metric series (node/group_metrics.py): a few MB of exposition at most.
+DEFAULT_MAX_GROUPS = 1000
+DEFAULT_MAX_OFFSETS = 10_000
 _GROUP_DEFAULTS = GroupConfig()
 
 
@@ -97,6 +101,26 @@ SETTINGS: tuple[Setting, ...] = (
         "Port of the Prometheus endpoint on `host`; -1 disables it, 0 picks a free one.",
         minimum=-1,
         maximum=65_535,
+    ),
+    Setting(
+        "health_port",
+        -1,
+        "Port of a plaintext gRPC endpoint on `host` that serves only the health service (for probes that speak no "
+        "TLS, as the kubelet's); -1 disables it, 0 picks a free one.",
+        minimum=-1,
+        maximum=65_535,
+    ),
+    Setting(
+        "metrics_max_groups",
+        DEFAULT_MAX_GROUPS,
+        "Most groups that get per-group series (state, members, generation, offsets, rebalances), the smallest group "
+        "ids of those this node coordinates; the rest are counted in groupcoord_groups_not_exported. 0: none.",
+    ),
+    Setting(
+        "metrics_max_offsets",
+        DEFAULT_MAX_OFFSETS,
+        "Most committed-offset series (group, topic, partition) in all, each group's offsets whole or not at all; "
+        "the rest are counted in groupcoord_group_offsets_not_exported.",
     ),
     Setting(
         "kafka_port",
@@ -477,6 +501,12 @@ SETTINGS: tuple[Setting, ...] = (
     ),
 )
 _BY_NAME = {s.name: s for s in SETTINGS}
+# Settings whose value is never shown (`groupcoord settings` says only whether one is set).
+SENSITIVE = frozenset({"cluster_secret"})
+# The least a cluster secret must have (`openssl rand -hex 32` gives 64 characters of 16 kinds), and words that
+# mark one copied from an example (deploy/k8s/secret.example.yaml's "REPLACE-ME-...").
+MIN_SECRET_LENGTH, MIN_SECRET_DISTINCT = 16, 8
+SECRET_PLACEHOLDERS = ("replace-me", "replaceme", "changeme", "change-me", "placeholder", "your-secret", "xxxxxx")
 
 
 @dataclass(frozen=True, slots=True)
@@ -518,6 +548,7 @@ class NodeSettings:
     raft_quiesce_after_ms: int = 5_000
     wall_clock_offset_s: int = 0
     kafka_port: int = -1
+    health_port: int = -1
     kafka_sasl_mechanisms: tuple[str, ...] = ()
     kafka_advertised_host: str = ""
     kafka_advertised_port: int = 0
@@ -531,6 +562,10 @@ class NodeSettings:
     tls_peer_ca_file: str = ""
     acl_file: str = ""
     acl: Acl | None = None
+    metrics_max_groups: int = DEFAULT_MAX_GROUPS
+    metrics_max_offsets: int = DEFAULT_MAX_OFFSETS
+    # Every setting in force with its source; filled by `load` (a NodeSettings built otherwise has none).
+    origins: tuple[SettingOrigin, ...] = ()
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -549,17 +584,43 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def load(args: argparse.Namespace, environ: Mapping[str, str]) -> NodeSettings:
     values: dict[str, int | str] = {s.name: s.default for s in SETTINGS}
+    sources = dict.fromkeys(values, "default")
     path = args.config or environ.get(CONFIG_ENV)
     if path:
-        values.update(_read_file(Path(path)))
+        from_file = _read_file(Path(path))
+        values.update(from_file)
+        sources.update(dict.fromkeys(from_file, f"config file {path}"))
     for s in SETTINGS:
         if s.env in environ:
             values[s.name] = s.parse(environ[s.env], f"environment {s.env}", text=True)
+            sources[s.name] = f"environment {s.env}"
     for s in SETTINGS:
         flag_value = getattr(args, s.name, None)
         if flag_value is not None:
             values[s.name] = s.parse(flag_value, f"flag {s.flag}", text=True)
-    return _build(values)
+            sources[s.name] = f"flag {s.flag}"
+    origins = tuple(_origin(s, values[s.name], sources[s.name]) for s in SETTINGS)
+    return dataclasses.replace(_build(values), origins=origins)
+
+
+@dataclass(frozen=True, slots=True)
+class SettingOrigin:
+    """A setting in force and where it came from, for `groupcoord settings` (Kafka's DescribeConfigs source)."""
+
+    name: str
+    value: str  # "(set)" or "" for a sensitive one: its value never leaves the node
+    source: str  # "default", "config file PATH", "environment GROUPCOORD_X" or "flag --x"
+    default: str
+    sensitive: bool
+
+
+def _origin(setting: Setting, value: bool | int | str, source: str) -> SettingOrigin:
+    def shown(v: bool | int | str) -> str:
+        if setting.name in SENSITIVE:
+            return "(set)" if v else ""
+        return str(v).lower() if isinstance(v, bool) else str(v)
+
+    return SettingOrigin(setting.name, shown(value), source, shown(setting.default), setting.name in SENSITIVE)
 
 
 def read_toml(path: Path, what: str, error: type[ConfigError] = ConfigError) -> dict[str, Any]:
@@ -586,7 +647,23 @@ def _read_file(path: Path) -> dict[str, int | str]:
     return values
 
 
+def check_cluster_secret(secret: str) -> None:
+    """Refuses a cluster secret an attacker could guess: it is all that keeps an open Raft port from being remote
+    code execution (pysyncobj unpickles what peers send), so a short, repetitive or placeholder one is an error."""
+    hint = "make one with `openssl rand -hex 32`"
+    if len(secret) < MIN_SECRET_LENGTH:
+        raise ConfigError(f"cluster_secret has {len(secret)} characters, fewer than {MIN_SECRET_LENGTH}: {hint}")
+    if len(set(secret)) < MIN_SECRET_DISTINCT:
+        raise ConfigError(f"cluster_secret uses fewer than {MIN_SECRET_DISTINCT} different characters: {hint}")
+    folded = secret.lower().replace("_", "-")
+    placeholder = next((word for word in SECRET_PLACEHOLDERS if word in folded), None)
+    if placeholder is not None:
+        raise ConfigError(f"cluster_secret looks like a placeholder (it contains {placeholder!r}): {hint}")
+
+
 def _build(values: dict[str, int | str]) -> NodeSettings:
+    if values["cluster_secret"]:
+        check_cluster_secret(str(values["cluster_secret"]))
     lo, hi = values["group_min_session_timeout_ms"], values["group_max_session_timeout_ms"]
     if lo > hi:  # type: ignore[operator]
         raise ConfigError(f"group_min_session_timeout_ms ({lo}) must not exceed group_max_session_timeout_ms ({hi})")
@@ -638,12 +715,15 @@ def _build(values: dict[str, int | str]) -> NodeSettings:
         raft_quiesce_after_ms=int(values["raft_quiesce_after_ms"]),
         wall_clock_offset_s=int(values["wall_clock_offset_s"]),
         kafka_port=int(values["kafka_port"]),
+        health_port=int(values["health_port"]),
         kafka_sasl_mechanisms=_sasl_mechanisms(values),
         kafka_advertised_host=str(values["kafka_advertised_host"]),
         kafka_advertised_port=int(values["kafka_advertised_port"]),
         kafka_max_frame_bytes=int(values["kafka_max_frame_bytes"]),
         kafka_max_connections=int(values["kafka_max_connections"]),
         kafka_fetch_max_wait_ms=int(values["kafka_fetch_max_wait_ms"]),
+        metrics_max_groups=int(values["metrics_max_groups"]),
+        metrics_max_offsets=int(values["metrics_max_offsets"]),
         **_tls(values),
         **_acl(values),
     )

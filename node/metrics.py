@@ -6,15 +6,17 @@ Five sources feed them:
   and a latency histogram by API. Label children are bound once and cached, so a request costs a dict
   lookup, one `inc()` and one `observe()`.
 * `on_commit()` is called by the partition leader with every batch of records once it commits: record counts, rebalances
-  by cause, completed generations, and rebalance durations measured between the records' own `time_ms`.
-* The partition hosts report each change of a partition's role (`on_role`: follower, loading, leader) and each
-  batch's time from proposal to commit (`on_commit_latency`): partitions led, leader changes, barrier time and
-  Raft commit latency. `NodeMetrics` is the `PartitionObserver` they are given; without one they report nothing.
+  by cause, completed generations, rebalance durations measured between the records' own `time_ms`, and failed
+  rebalances (node-wide and per group, node/group_metrics.py).
+* The partition hosts report each change of a partition's role (`on_role`: follower, loading, leader), each
+  batch's time from proposal to commit (`on_commit_latency`) and each proposal that failed (`on_proposal_failed`):
+  partitions led, leader changes, barrier time, Raft commit latency and failed proposals. `NodeMetrics` is the
+  `PartitionObserver` they are given; without one they report nothing.
 * The service reports each request (or group of a batch request) its ACL refuses (`on_denied`), by API and by what
   was missing; authorization is off without an ACL file, and then nothing is reported.
-* A collector reads the cores at scrape time (groups by state, members, pending members, parked requests),
-  so those gauges cost nothing on the request path. It runs the read on the event loop, the only thread
-  that may touch a core.
+* A collector reads the cores at scrape time (groups by state, members, pending members, parked requests, and the
+  per-group series up to a cap), so those gauges cost nothing on the request path. It runs the read on the event
+  loop, the only thread that may touch a core (node/group_metrics.py).
 
 Every metric object is an attribute of `NodeMetrics`; a new one is one line in `__init__`.
 """
@@ -23,13 +25,12 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import concurrent.futures
 import logging
 import platform
 import sys
 import threading
 import time
-from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from importlib.metadata import PackageNotFoundError, version
 from time import perf_counter
 from typing import Any, Protocol
@@ -48,15 +49,14 @@ from prometheus_client import (
     disable_created_metrics,
     start_http_server,
 )
-from prometheus_client.metrics_core import GaugeMetricFamily, Metric
-from prometheus_client.registry import Collector
 
 from groupcoord.coordinator.runtime import Runtime
-from groupcoord.coordinator.state import GroupState
 from groupcoord.errors import StartupError
 from groupcoord.node import hostile
+from groupcoord.node.config import DEFAULT_MAX_GROUPS, DEFAULT_MAX_OFFSETS
+from groupcoord.node.group_metrics import CoreCollector, GroupCounters
 from groupcoord.node.logs import LogBudget, fields
-from groupcoord.node.partitions import Role
+from groupcoord.node.partitions import PROPOSAL_FAILURES, Role
 from groupcoord.node.replica_metrics import ReplicaCollector
 from groupcoord.protocol import records as r
 from groupcoord.protocol.errors import Errors
@@ -75,9 +75,6 @@ BARRIER_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
 ENTRY_RECORDS_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096)
 # A commit is a round trip to a majority (about 1 ms on a LAN, see docs/PERFORMANCE.md) plus the event loop's hop.
 COMMIT_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
-# How long a scrape waits for the event loop to read the cores before leaving the core gauges out.
-CORE_READ_TIMEOUT_S = 5.0
-STORED_STATES = tuple(s for s in GroupState if s is not GroupState.DEAD)
 
 # A handler of one request: raw bytes (a unary call) or a parsed message (one request of a batch stream).
 Handle = Callable[[Any, grpc.aio.ServicerContext], Awaitable[Message]]
@@ -148,6 +145,9 @@ class PartitionObserver(Protocol):
     def on_batch(self, records: int) -> None:
         """The leader proposed one Raft entry holding `records` records (the calls of a group commit)."""
 
+    def on_proposal_failed(self, reason: str, amount: int = 1) -> None:
+        """`amount` barriers or record batches this node proposed as leader failed (node/partitions.py's reasons)."""
+
 
 def _version() -> str:
     try:
@@ -157,9 +157,12 @@ def _version() -> str:
 
 
 class NodeMetrics:
-    """Every metric of one node. Create it, `watch_cores()`, then `serve()`; `close()` on the way out."""
+    """Every metric of one node. Create it, `watch_cores()`, then `serve()`; `close()` on the way out.
 
-    def __init__(self) -> None:
+    `max_groups` and `max_offsets` cap the per-group series (the `metrics_max_*` settings, node/group_metrics.py)."""
+
+    def __init__(self, max_groups: int = DEFAULT_MAX_GROUPS, max_offsets: int = DEFAULT_MAX_OFFSETS) -> None:
+        self._max_groups, self._max_offsets = max_groups, max_offsets
         # Every counter and histogram would carry a `_created` twin (a fifth of the exposition) that no dashboard
         # reads; the switch is the process's, and the node is the process.
         disable_created_metrics()
@@ -227,6 +230,15 @@ class NodeMetrics:
             registry=reg,
             buckets=COMMIT_BUCKETS,
         )
+        self.raft_proposals_failed = Counter(
+            "raft_proposals_failed",
+            "Barriers and record batches this node proposed as leader that failed, by reason: pysyncobj's "
+            "(queue_full, not_leader, leader_changed, ...), not_applied (committed below the fence) or abandoned "
+            "(in flight when the node stopped leading)",
+            ("reason",),
+            namespace=ns,
+            registry=reg,
+        )
         self.raft_entry_records = Histogram(
             "raft_entry_records",
             "Records per Raft entry a leader proposes: the calls merged by group commit",
@@ -260,6 +272,8 @@ class NodeMetrics:
             registry=reg,
         )
         self._closed_per_ip = self.client_connections_closed.labels("per_ip")
+        # Every reason a proposal can fail for has its series (at 0) from the start.
+        self._proposal_failures = {reason: self.raft_proposals_failed.labels(reason) for reason in PROPOSAL_FAILURES}
         self._malformed_children = {kind: self.malformed_requests.labels(kind) for kind in hostile.KINDS}
         self._gained, self._lost = self.leader_changes.labels("gained"), self.leader_changes.labels("lost")
         # partition -> (its role, perf_counter() when it took that role); written on the event loop only.
@@ -269,6 +283,8 @@ class NodeMetrics:
         self._cause_children: dict[str, Any] = {c.value: self.rebalances.labels(c.value) for c in r.RebalanceCause}
         # group id -> time_ms of the RebalanceStarted that began its current rebalance; only groups mid-rebalance.
         self._rebalance_started_ms: dict[str, int] = {}
+        self.group_counters = GroupCounters(reg, ns)
+        self._cores: Callable[[], Iterable[Runtime]] | None = None
         self._http: tuple[Any, threading.Thread] | None = None
         self._failed_log = LogBudget(hostile.MALFORMED_LOG_PER_S)
 
@@ -310,6 +326,7 @@ class NodeMetrics:
             if child is None:
                 child = self._record_children[kind] = self.records.labels(kind.__name__)
             child.inc()
+            self.group_counters.on_record(rec)
             if isinstance(rec, r.RebalanceStarted):
                 self._on_rebalance_started(rec)
             elif isinstance(rec, r.GenerationCompleted):
@@ -359,12 +376,28 @@ class NodeMetrics:
         elif previous is not None and previous[0] is Role.LEADER:
             self.partitions_led.dec()
             self._lost.inc()
+            self._forget_groups_not_led()
+
+    def _forget_groups_not_led(self) -> None:
+        """The per-group counters keep only the groups this node still leads (the host has dropped its core)."""
+        if self._cores is None:
+            return
+        led: set[str] = set()
+        for core in self._cores():
+            led.update(core.store.groups)
+        self.group_counters.forget_all_but(led.__contains__)
 
     def on_commit_latency(self, seconds: float) -> None:
         self.raft_commit_latency.observe(seconds)
 
     def on_batch(self, records: int) -> None:
         self.raft_entry_records.observe(records)
+
+    def on_proposal_failed(self, reason: str, amount: int = 1) -> None:
+        child = self._proposal_failures.get(reason)
+        if child is None:  # a pysyncobj code that FAIL_REASONS does not name
+            child = self._proposal_failures[reason] = self.raft_proposals_failed.labels(reason)
+        child.inc(amount)
 
     def on_connections_cut(self, amount: int) -> None:
         self._closed_per_ip.inc(amount)
@@ -380,7 +413,10 @@ class NodeMetrics:
 
     def watch_cores(self, loop: asyncio.AbstractEventLoop, cores: Callable[[], Iterable[Runtime]]) -> None:
         """Scrapes report the groups of `cores()` (the cores this node leads), read on `loop`."""
-        self.registry.register(_CoreCollector(loop, cores))
+        self._cores = cores
+        self.registry.register(
+            CoreCollector(NAMESPACE, loop, cores, self.group_counters, self._max_groups, self._max_offsets)
+        )
 
     def watch_replicas(self, replicas: Callable[[], Iterable[PartitionReplica]]) -> None:
         """Scrapes report the journals and state checks of `replicas()` (node/replica_metrics.py)."""
@@ -417,72 +453,3 @@ class NodeMetrics:
         server.shutdown()
         server.server_close()
         thread.join()
-
-
-class _CoreCollector(Collector):
-    """Group gauges computed from the cores at scrape time; the cores are read on their event loop."""
-
-    def __init__(self, loop: asyncio.AbstractEventLoop, cores: Callable[[], Iterable[Runtime]]) -> None:
-        self._loop = loop
-        self._cores = cores
-
-    def describe(self) -> list[Metric]:
-        return list(self._families(None))
-
-    def collect(self) -> Iterator[Metric]:
-        yield from self._families(self._read_on_loop())
-
-    def _families(self, values: tuple[dict[str, int], int, int, int] | None) -> Iterator[Metric]:
-        groups = GaugeMetricFamily(f"{NAMESPACE}_groups", "Groups by state", labels=("state",))
-        members = GaugeMetricFamily(f"{NAMESPACE}_members", "Members of all groups")
-        pending = GaugeMetricFamily(
-            f"{NAMESPACE}_pending_members", "Member ids handed out with MEMBER_ID_REQUIRED, not joined yet"
-        )
-        parked = GaugeMetricFamily(f"{NAMESPACE}_parked_requests", "JoinGroup/SyncGroup requests waiting for a reply")
-        if values is not None:
-            by_state, member_count, pending_count, parked_count = values
-            for state, count in by_state.items():
-                groups.add_metric((state,), count)
-            members.add_metric((), member_count)
-            pending.add_metric((), pending_count)
-            parked.add_metric((), parked_count)
-        yield from (groups, members, pending, parked)
-
-    def _read(self) -> tuple[dict[str, int], int, int, int]:
-        by_state = dict.fromkeys(STORED_STATES, 0)
-        members = pending = parked = 0
-        for core in self._cores():
-            for group in core.store.groups.values():
-                by_state[group.state] += 1
-                members += len(group.members)
-                pending += len(group.pending_members)
-            parked += core.parked_count()
-        return {str(s): n for s, n in by_state.items()}, members, pending, parked
-
-    def _read_on_loop(self) -> tuple[dict[str, int], int, int, int] | None:
-        """The values, or None (logged) when the loop is gone or too busy to answer in time."""
-        if _running_loop() is self._loop:  # scraped from the loop itself (in-process use): read directly
-            return self._read()
-        future: concurrent.futures.Future[tuple[dict[str, int], int, int, int]] = concurrent.futures.Future()
-
-        def read() -> None:
-            if future.set_running_or_notify_cancel():
-                try:
-                    future.set_result(self._read())
-                except Exception as exc:
-                    future.set_exception(exc)
-
-        try:
-            self._loop.call_soon_threadsafe(read)
-            return future.result(CORE_READ_TIMEOUT_S)
-        except (RuntimeError, TimeoutError) as exc:  # loop closed, or busy for too long
-            future.cancel()
-            log.warning("metrics.cores_unread", extra=fields(error=repr(exc)))
-            return None
-
-
-def _running_loop() -> asyncio.AbstractEventLoop | None:
-    try:
-        return asyncio.get_running_loop()
-    except RuntimeError:
-        return None

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgpack
 from google.protobuf.message import Message
+from pysyncobj import FAIL_REASON
 
 from groupcoord.coordinator import Clock, Effects, GroupConfig, GroupCoordinator, GroupStore
 from groupcoord.coordinator.runtime import CoreCallFailed
@@ -60,6 +61,20 @@ MAX_INFLIGHT_ENTRIES = 1
 MAX_BATCH_RECORDS = 2048
 # How often replies held for want of a leader lease check whether it has been renewed (a heartbeat period is 50 ms).
 LEASE_RETRY_S = 0.005
+# pysyncobj's FAIL_REASON codes by the name a failed proposal is counted under (`queue_full`, `not_leader`, ...).
+FAIL_REASONS = {code: name.lower() for name, code in vars(FAIL_REASON).items() if name.isupper() and code}
+# A barrier or batch that committed but did not take effect (a batch below the partition's fence).
+NOT_APPLIED = "not_applied"
+# Batches proposed and not yet committed when this node stopped leading: their outcome is unknown here.
+ABANDONED = "abandoned"
+PROPOSAL_FAILURES = (*FAIL_REASONS.values(), NOT_APPLIED, ABANDONED)
+
+
+def failure_reason(error: Any) -> str:
+    """The label of a proposal that failed with pysyncobj `error` (0: it committed but did not take effect)."""
+    if not error:
+        return NOT_APPLIED
+    return FAIL_REASONS.get(error, str(error))
 
 
 def _uuid4() -> str:
@@ -138,6 +153,7 @@ class PartitionHost:
         if self.role is not Role.LOADING or term != self.term:
             return
         if error != 0 or result is not True:
+            self._proposal_failed(failure_reason(error))
             self.step_down(f"barrier failed: {error}")
             return
         snapshot, _fence = self.replica.snapshot_store()
@@ -171,6 +187,8 @@ class PartitionHost:
         log.info("partition.unloaded", extra=fields(partition=self.partition_id, term=self.term, why=why))
         self.role, self.core = Role.FOLLOWER, None
         self._report_role()
+        if self._inflight:
+            self._proposal_failed(ABANDONED, len(self._inflight))
         self._inflight.clear()
         self._queued.clear()
         if self._timer is not None:
@@ -190,6 +208,10 @@ class PartitionHost:
     def _report_role(self) -> None:
         if self._observer is not None:
             self._observer.on_role(self.partition_id, self.role)
+
+    def _proposal_failed(self, reason: str, amount: int = 1) -> None:
+        if self._observer is not None:
+            self._observer.on_proposal_failed(reason, amount)
 
     def _threadsafe(self, fn: Callable[..., None], *bound: Any) -> Callable[[Any, Any], None]:
         """A pysyncobj callback (tick thread) that runs `fn` on the event loop."""
@@ -270,6 +292,9 @@ class PartitionHost:
         if term != self.term or self.role is not Role.LEADER:
             return
         if error != 0 or result is not True:
+            # Counted here under its own reason; step_down counts the batches still in flight after it as abandoned.
+            self._inflight = deque(b for b in self._inflight if b.seq != seq)
+            self._proposal_failed(failure_reason(error))
             self.step_down(f"batch {seq} not applied: error {error}, result {result}")
             return
         while self._inflight and self._inflight[0].seq <= seq:

@@ -1,7 +1,8 @@
 """Scrape-time metrics of the partition replicas' storage: their Raft journals (raft/journal.py: flushes, write
 errors, damage found at start, replicas that take no part in elections until they have caught up), their
-cross-replica state checks (raft/digest.py), the Raft messages they dropped as another cluster's, and quiescence
-(raft/quiescence.py: quiet partitions, node heartbeats dropped).
+cross-replica state checks (raft/digest.py), the Raft messages they dropped as another cluster's, quiescence
+(raft/quiescence.py: quiet partitions, node heartbeats dropped), and the round trips from the partitions this node
+leads to each follower node (raft/transport.py), summed over partitions.
 
 Read from the replicas' own counters at scrape time, so writing a journal costs no metric call. The values are
 plain ints and bools written by each replica's tick thread; a scrape may see one a tick old.
@@ -11,10 +12,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
 
-from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
+from prometheus_client.utils import floatToGoString
 
 from groupcoord.raft.partition import PartitionReplica
+from groupcoord.raft.transport import ROUND_TRIP_BUCKETS
 
 
 class ReplicaCollector(Collector):
@@ -89,6 +92,12 @@ class ReplicaCollector(Collector):
             "Node heartbeat datagrams dropped: not signed with this cluster's secret, replayed, another cluster's, or "
             "garbage (raft/quiescence.py)",
         )
+        round_trips = HistogramMetricFamily(
+            f"{ns}_raft_peer_round_trip_seconds",
+            "As leader, from sending an AppendEntries to a follower node to its acknowledgement (the follower's "
+            "journal flush included), over all partitions this node leads",
+            labels=("peer",),
+        )
         by_error: dict[str, int] = {}
         for partition, journal in journals:
             label = str(partition)
@@ -112,4 +121,20 @@ class ReplicaCollector(Collector):
         quiet.add_metric([], sum(1 for r, q in states if q.leading_quiet and r.is_leader()))
         dropped.add_metric([], states[0][1].liveness.dropped if states else 0)
         yield from (fsyncs, fsync_seconds, errors, failing, damaged, catching_up, size, checks, mismatch, odd, foreign)
-        yield from (quiet, dropped)
+        self._round_trips(replicas, round_trips)
+        yield from (quiet, dropped, round_trips)
+
+    @staticmethod
+    def _round_trips(replicas: list[PartitionReplica], family: HistogramMetricFamily) -> None:
+        """One histogram per follower node, the partitions' buckets added up."""
+        by_peer: dict[str, tuple[list[int], float]] = {}
+        for replica in replicas:
+            for peer, trips in replica.round_trips().items():
+                buckets, total = by_peer.get(peer, ([0] * len(trips.buckets), 0.0))
+                by_peer[peer] = ([a + b for a, b in zip(buckets, trips.buckets, strict=True)], total + trips.sum)
+        for peer, (buckets, total) in sorted(by_peer.items()):
+            cumulative, running = [], 0
+            for bound, count in zip((*ROUND_TRIP_BUCKETS, float("inf")), buckets, strict=True):
+                running += count
+                cumulative.append((floatToGoString(bound), running))
+            family.add_metric([peer], cumulative, total)

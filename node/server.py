@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import gc
+import ipaddress
 import logging
 import signal
 import time
@@ -45,6 +46,27 @@ HAND_OVER_MAX_S = 3.0
 # of CPU at 10,000 members (docs/PERFORMANCE.md).
 GC_YOUNG_THRESHOLD = 10_000
 HEALTH_SERVICE_NAME = health_pb2.DESCRIPTOR.services_by_name["Health"].full_name
+# Kubernetes' native gRPC probes ask these (deploy/k8s): liveness is SERVING from start to stop; readiness is this
+# node's own (NodeCluster.watch_serving), where "" and the service's name are the whole cluster's (every
+# partition led), which an election turns NOT_SERVING on every node at once.
+LIVENESS, READINESS = "groupcoord.liveness", "groupcoord.readiness"
+
+
+def open_access_warning(host: str, acl_file: str, tls: bool) -> str | None:
+    """What an anonymous client could do when the node listens beyond this machine without an ACL, else None:
+    said once at start, loudly, because every example that binds 0.0.0.0 would otherwise be open without a word."""
+    try:
+        loopback = ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        loopback = host == "localhost"
+    if loopback or acl_file:
+        return None
+    reach = "anyone who reaches this port" + ("" if tls else " (plaintext: and can read the traffic)")
+    return (
+        f"no acl_file while listening on {host}: {reach} may list and describe every group, commit and reset "
+        "offsets, remove members, delete groups and topics, change the voters and read the event history "
+        "(docs/SECURITY.md); set acl_file, or listen on a loopback address"
+    )
 
 
 def listen_address(host: str, port: int) -> str:
@@ -64,12 +86,15 @@ class Node:
         self._kafka: KafkaListener | None = None
         # Background tasks that run as long as the server does: the memory trim, the per-address connection cap.
         self._tasks: list[asyncio.Task[None]] = []
+        self._health_server: grpc.aio.Server | None = None
 
     async def start(self) -> int:
         """Returns the port it listens on (the one asked for, or the one picked for port 0)."""
         settings = self._settings
         loop = asyncio.get_running_loop()
-        metrics = NodeMetrics() if settings.metrics_port >= 0 else None
+        metrics: NodeMetrics | None = None
+        if settings.metrics_port >= 0:
+            metrics = NodeMetrics(settings.metrics_max_groups, settings.metrics_max_offsets)
         malformed = MalformedInput(metrics.on_malformed if metrics is not None else None)
         raise_fd_limit(settings.max_connections)
         self._log_filter = install_log_filter(malformed)
@@ -110,6 +135,7 @@ class Node:
             acl=settings.acl,
             max_response_bytes=settings.max_response_bytes,
             forwarding=CallerForwarding(cluster.secret),
+            settings=settings.origins,
         )
         server.add_registered_method_handlers(SERVICE_NAME, service.method_handlers())
         extra: dict[str, str] = {}
@@ -123,11 +149,15 @@ class Node:
             extra["metrics_address"] = listen_address(
                 settings.host, metrics.serve(settings.host, settings.metrics_port)
             )
-        for name in ("", SERVICE_NAME):
+        for name in ("", SERVICE_NAME, READINESS):
             await self._health.set(name, health_pb2.HealthCheckResponse.NOT_SERVING)
+        await self._health.set(LIVENESS, health_pb2.HealthCheckResponse.SERVING)
         # SERVING once every partition has a leader and those this node leads have committed their barrier.
-        cluster.watch_ready(lambda ready: loop.create_task(self._set_health(ready)))
+        cluster.watch_ready(lambda ready: loop.create_task(self._set_health(("", SERVICE_NAME), ready)))
+        cluster.watch_serving(lambda serving: loop.create_task(self._set_health((READINESS,), serving)))
         await server.start()
+        if settings.health_port >= 0:
+            extra["health_address"] = await self._start_health_port(settings)
         self._server, self._cluster, self._metrics = server, cluster, metrics
         if settings.memory_trim_interval_ms:
             self._tasks.append(loop.create_task(trim_memory(settings.memory_trim_interval_ms / 1000)))
@@ -139,6 +169,9 @@ class Node:
                 self._tasks.append(loop.create_task(per_ip.run()))
             else:
                 log.warning("node.max_connections_per_ip", extra=fields(enforced=False, why="no /proc/self/fd"))
+        warning = open_access_warning(settings.host, settings.acl_file, credentials is not None)
+        if warning is not None:
+            log.warning("node.open_access", extra=fields(host=settings.host, why=warning))
         log.info(
             "node.started",
             extra=fields(
@@ -189,10 +222,24 @@ class Node:
         self._kafka = listener
         return listen_address(settings.host, port)
 
-    async def _set_health(self, ready: bool) -> None:
+    async def _set_health(self, names: tuple[str, ...], ready: bool) -> None:
         status = health_pb2.HealthCheckResponse.SERVING if ready else health_pb2.HealthCheckResponse.NOT_SERVING
-        for name in ("", SERVICE_NAME):
+        for name in names:
             await self._health.set(name, status)
+
+    async def _start_health_port(self, settings: NodeSettings) -> str:
+        """The health service alone, in plaintext: the kubelet's gRPC probes speak no TLS, so a node whose client
+        port serves TLS is probed here (the same servicer: the same answers)."""
+        server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
+        health_pb2_grpc.add_HealthServicer_to_server(self._health, server)
+        address = listen_address(settings.host, settings.health_port)
+        try:
+            port = server.add_insecure_port(address)
+        except RuntimeError as exc:
+            raise StartupError(f"cannot listen on {address} (health_port): {exc}") from None
+        await server.start()
+        self._health_server = server
+        return listen_address(settings.host, port)
 
     async def wait_for_termination(self) -> None:
         """Returns (or raises) when the gRPC server has stopped, asked to or not."""
@@ -214,6 +261,8 @@ class Node:
             await self._kafka.stop()
         await self._server.stop(grace_ms / 1000)
         self._server = None
+        if self._health_server is not None:
+            await self._health_server.stop(None)
         if self._metrics is not None:
             await asyncio.to_thread(self._metrics.close)
         if self._log_filter is not None:

@@ -29,6 +29,7 @@ from groupcoord.coordinator.admin import list_groups
 from groupcoord.node import auth
 from groupcoord.node.auth import ANONYMOUS, Acl, Caller, UnknownCredentials
 from groupcoord.node.cluster import NodeCluster
+from groupcoord.node.config import SettingOrigin
 from groupcoord.node.events import read_partition
 from groupcoord.node.forwarding import CallerForwarding
 from groupcoord.node.logs import LogBudget, fields
@@ -36,6 +37,7 @@ from groupcoord.node.membership import MembershipChanges
 from groupcoord.node.metrics import NodeMetrics
 from groupcoord.node.partitions import PartitionHost, Role
 from groupcoord.node.responses import error_response
+from groupcoord.node.settings_rpc import NodeSettingsView
 from groupcoord.node.topics import TopicRegistry
 from groupcoord.node.topology import partition_for
 from groupcoord.protocol.errors import Errors
@@ -102,6 +104,7 @@ CLUSTER_ADMIN_RPCS: dict[str, type[Message]] = {
     "RemoveRaftVoter": pb.RemoveRaftVoterResponse,
     "CreateTopics": pb.CreateTopicsResponse,
     "DeleteTopics": pb.DeleteTopicsResponse,
+    "DescribeSettings": pb.DescribeSettingsResponse,
 }
 # The least an entry of a DescribeGroups or FindCoordinator reply takes besides its group id: the id's own tag and
 # length, an error code or partition, a state or node id, and the entry's framing.
@@ -120,6 +123,7 @@ ADMIN_WHY = {
     "RemoveRaftVoter": "changing the cluster's voters",
     "CreateTopics": "creating topics",
     "DeleteTopics": "deleting topics",
+    "DescribeSettings": "reading a node's settings",
 }
 
 
@@ -151,6 +155,7 @@ class GroupCoordinatorService:
         acl: Acl | None = None,
         max_response_bytes: int = 4 * 1024 * 1024,
         forwarding: CallerForwarding | None = None,
+        settings: Sequence[SettingOrigin] = (),
     ) -> None:
         self._cluster = cluster
         # Without the cluster's key (a service no other node hands requests to), every forwarded header is refused.
@@ -188,6 +193,7 @@ class GroupCoordinatorService:
         self._methods["CreateTopics"] = topics.create_topics
         self._methods["DeleteTopics"] = topics.delete_topics
         self._methods["ListTopics"] = topics.list_topics
+        self._methods["DescribeSettings"] = NodeSettingsView(cluster.node_id, settings).describe_settings
         self._streams: dict[str, StreamHandler] = {"ReadEvents": self.read_events}
         # Bidirectional streams of batches whose every request is answered as the named unary RPC answers it.
         self._batches: dict[str, str] = {"HeartbeatStream": "Heartbeat", "OffsetCommitStream": "OffsetCommit"}

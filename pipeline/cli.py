@@ -48,9 +48,9 @@ def _analyze(args: argparse.Namespace) -> int:
     try:
         from groupcoord.pipeline import analyze
     except ImportError as exc:
-        if not (exc.name or "").startswith("pyspark"):
+        if not (exc.name or "").startswith(("pyspark", "plotly")):
             raise
-        raise UserError("analyze needs PySpark and Java 17: pip install 'groupcoord[spark]'") from exc
+        raise UserError("analyze needs PySpark, plotly and Java 17: pip install 'groupcoord[spark]'") from exc
     return analyze.run(args)
 
 

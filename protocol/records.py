@@ -28,7 +28,7 @@ OffsetRow = tuple[str, int, int, int, str]
 
 
 class RebalanceCause(StrEnum):
-    """Why a group entered PreparingRebalance (seed 001: every rebalance records why)."""
+    """Why a group entered PreparingRebalance (JoinReason: every rebalance records why)."""
 
     MEMBER_JOINED = "member_joined"
     PROTOCOL_CHANGED = "protocol_changed"
@@ -264,9 +264,9 @@ class InstancesRegistered(GroupRecord):
 @record(14)
 @dataclass(frozen=True, slots=True)
 class RebalanceAvoided(GroupRecord):
-    """A known member rejoined a Stable group and was answered without a rebalance: a RESTART rejoin (seed 001,
+    """A known member rejoined a Stable group and was answered without a rebalance: a RESTART rejoin (JoinReason,
     even by the leader) or a follower's plain rejoin. A marker that changes no state: it makes the rebalance
-    that did not happen visible in the event stream (SPEC §6)."""
+    that did not happen visible in the event stream (docs/EVENTS.md)."""
 
     group_id: str
     member_id: str
@@ -291,6 +291,17 @@ class TopicCreated(TopicRecord):
 @dataclass(frozen=True, slots=True)
 class TopicDeleted(TopicRecord):
     topic: str
+    time_ms: int
+
+
+@record(17)
+@dataclass(frozen=True, slots=True)
+class InstancesUnregistered(GroupRecord):
+    """LeaveGroup by instance id of pre-registered instances that never joined: the join phase stops waiting for
+    them (without it, only the rebalance timeout ended the wait)."""
+
+    group_id: str
+    group_instance_ids: tuple[str, ...]
     time_ms: int
 
 

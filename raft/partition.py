@@ -57,7 +57,7 @@ from groupcoord.raft.digest import StateDigests, read_report, report, state_dige
 from groupcoord.raft.journal import CheckedJournal
 from groupcoord.raft.quiescence import NodeLiveness, Quiescence
 from groupcoord.raft.syncobj_patch import SyncObj, replicated
-from groupcoord.raft.transport import HAND_OVER, DurableTransport
+from groupcoord.raft.transport import HAND_OVER, DurableTransport, RoundTrips
 
 log = logging.getLogger(__name__)
 
@@ -287,6 +287,7 @@ class PartitionReplica(SyncObj):
         self._transfer: tuple[int, float] = (-1, 0.0)  # (term, monotonic time) of the last transfer sent
 
         self._node_cluster_id = cluster_id
+        self._node_of = node_of
 
         def transport(*args: Any) -> DurableTransport:
             self._transport = DurableTransport(*args, journal=self.journal)
@@ -389,6 +390,16 @@ class PartitionReplica(SyncObj):
     def foreign_messages(self) -> int:
         """Raft messages dropped because they came from another cluster."""
         return self._transport.foreign_messages
+
+    def round_trips(self) -> dict[str, RoundTrips]:
+        """As leader, each follower's AppendEntries round trips (raft/transport.py), by node id (by Raft address for a
+        node the directory does not know)."""
+        trips = self._transport.round_trips.copy()  # the tick thread adds entries
+        out: dict[str, RoundTrips] = {}
+        for address, trip in trips.items():
+            node_id = self._node_of(address) if self._node_of is not None else None
+            out[address if node_id is None else str(node_id)] = trip
+        return out
 
     def _emit(self, events: list[Event], prev_index: int, index: int) -> None:
         if not events:

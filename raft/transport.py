@@ -14,7 +14,9 @@ entries up to the journal's `durableIndex`.
 
 It also keeps what a leader lease needs (`lease_base`): each AppendEntries carries its send time (`ts`, the
 leader's monotonic clock), each acknowledgement echoes the `ts` of the AppendEntries it answers, and the leader
-keeps the latest echoed `ts` per follower. Nodes without it ignore the extra key. Each acknowledgement also
+keeps the latest echoed `ts` per follower. Nodes without it ignore the extra key. The same echo gives the leader each
+follower's round trip for free (`round_trips`: the AppendEntries' send to its acknowledgement's arrival, the
+follower's journal flush included), kept as a fixed-bucket histogram per follower. Each acknowledgement also
 carries the follower's wall time (`wt`, ms), from which the leader derives the time most voters agree on for its
 records and offset retention (node/clock.py, `ClusterClock`).
 
@@ -32,6 +34,7 @@ counting them anywhere. A guest that the log makes a member later is handed over
 
 from __future__ import annotations
 
+import bisect
 import logging
 import time
 from collections.abc import Callable
@@ -56,6 +59,23 @@ INCARNATION_KEY = "inc"
 QUIET_KEY = "q"
 # One raft.foreign_cluster line per sending node per this many seconds; the metric counts every message.
 FOREIGN_LOG_S = 10.0
+# Round-trip buckets (seconds): from a LAN hop (~0.1 ms) through a follower's fdatasync to a stalled peer.
+ROUND_TRIP_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0)
+
+
+class RoundTrips:
+    """A histogram of one follower's round trips, written by the tick thread alone; a reader may see it mid-update
+    (a bucket one ahead of the sum), which a scrape tolerates."""
+
+    __slots__ = ("buckets", "sum")
+
+    def __init__(self) -> None:
+        self.buckets = [0] * (len(ROUND_TRIP_BUCKETS) + 1)  # per bucket, not cumulative; the last is +Inf
+        self.sum = 0.0
+
+    def observe(self, seconds: float) -> None:
+        self.buckets[bisect.bisect_left(ROUND_TRIP_BUCKETS, seconds)] += 1
+        self.sum += seconds
 
 
 class DurableTransport(TCPTransport):  # type: ignore[misc]  # pysyncobj has no type hints
@@ -66,6 +86,8 @@ class DurableTransport(TCPTransport):  # type: ignore[misc]  # pysyncobj has no 
         # follower, the send time of the latest AppendEntries from each node, echoed in the acknowledgement.
         self._acked: dict[Any, float] = {}
         self._echo: dict[Any, float] = {}
+        # On a leader, each follower's round trips by its Raft address (entries added by the tick thread only).
+        self.round_trips: dict[str, RoundTrips] = {}
         # Each follower's wall time (ms) as its latest acknowledgement gave it, and when that arrived (monotonic).
         self.wall_ms: Callable[[], int] = lambda: time.time_ns() // 1_000_000
         self._walls: dict[Any, tuple[int, float]] = {}
@@ -136,12 +158,23 @@ class DurableTransport(TCPTransport):  # type: ignore[misc]  # pysyncobj has no 
                 if self.quiescence is not None:
                     self.quiescence.mark(node, message.get("term"), bool(message.get(QUIET_KEY)))
             elif kind == "next_node_idx":
+                # Only a newer echo is a round trip: a repeated one would count the time since its first.
                 if ts is not None and ts > self._acked.get(node, float("-inf")):
                     self._acked[node] = ts
+                    self._observe_round_trip(node, time.monotonic() - ts)
                 wt = message.get("wt")
                 if isinstance(wt, int) and not isinstance(wt, bool):
                     self._walls[node] = (wt, time.monotonic())
         super()._onMessageReceived(node, message)
+
+    def _observe_round_trip(self, node: Any, seconds: float) -> None:
+        address = getattr(node, "address", None)
+        if address is None:
+            return
+        trips = self.round_trips.get(address)
+        if trips is None:
+            trips = self.round_trips[address] = RoundTrips()
+        trips.observe(seconds)
 
     def _refuse_foreign(self, node: Any, theirs: Any) -> None:
         self.foreign_messages += 1

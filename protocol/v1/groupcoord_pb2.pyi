@@ -737,3 +737,32 @@ class ListTopicsResponse(_message.Message):
     topics: _containers.RepeatedCompositeFieldContainer[ListTopicsResponse.Topic]
     error_message: str
     def __init__(self, error_code: _Optional[int] = ..., topics: _Optional[_Iterable[_Union[ListTopicsResponse.Topic, _Mapping]]] = ..., error_message: _Optional[str] = ...) -> None: ...
+
+class DescribeSettingsRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class DescribeSettingsResponse(_message.Message):
+    __slots__ = ("error_code", "error_message", "node_id", "settings")
+    class Setting(_message.Message):
+        __slots__ = ("name", "value", "source", "default_value", "sensitive")
+        NAME_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        SOURCE_FIELD_NUMBER: _ClassVar[int]
+        DEFAULT_VALUE_FIELD_NUMBER: _ClassVar[int]
+        SENSITIVE_FIELD_NUMBER: _ClassVar[int]
+        name: str
+        value: str
+        source: str
+        default_value: str
+        sensitive: bool
+        def __init__(self, name: _Optional[str] = ..., value: _Optional[str] = ..., source: _Optional[str] = ..., default_value: _Optional[str] = ..., sensitive: _Optional[bool] = ...) -> None: ...
+    ERROR_CODE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    NODE_ID_FIELD_NUMBER: _ClassVar[int]
+    SETTINGS_FIELD_NUMBER: _ClassVar[int]
+    error_code: int
+    error_message: str
+    node_id: int
+    settings: _containers.RepeatedCompositeFieldContainer[DescribeSettingsResponse.Setting]
+    def __init__(self, error_code: _Optional[int] = ..., error_message: _Optional[str] = ..., node_id: _Optional[int] = ..., settings: _Optional[_Iterable[_Union[DescribeSettingsResponse.Setting, _Mapping]]] = ...) -> None: ...

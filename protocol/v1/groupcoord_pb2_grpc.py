@@ -139,6 +139,11 @@ class GroupCoordinatorStub:
                 request_serializer=groupcoord_dot_protocol_dot_v1_dot_groupcoord__pb2.ListTopicsRequest.SerializeToString,
                 response_deserializer=groupcoord_dot_protocol_dot_v1_dot_groupcoord__pb2.ListTopicsResponse.FromString,
                 _registered_method=True)
+        self.DescribeSettings = channel.unary_unary(
+                '/groupcoord.v1.GroupCoordinator/DescribeSettings',
+                request_serializer=groupcoord_dot_protocol_dot_v1_dot_groupcoord__pb2.DescribeSettingsRequest.SerializeToString,
+                response_deserializer=groupcoord_dot_protocol_dot_v1_dot_groupcoord__pb2.DescribeSettingsResponse.FromString,
+                _registered_method=True)
 
 
 class GroupCoordinatorServicer:
@@ -295,6 +300,14 @@ class GroupCoordinatorServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def DescribeSettings(self, request, context):
+        """The settings the answering node runs with, each with where it came from (Kafka's DescribeConfigs of a broker,
+        with its config source). Admin only; a sensitive setting's value is never sent, only whether it is set.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_GroupCoordinatorServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -402,6 +415,11 @@ def add_GroupCoordinatorServicer_to_server(servicer, server):
                     servicer.ListTopics,
                     request_deserializer=groupcoord_dot_protocol_dot_v1_dot_groupcoord__pb2.ListTopicsRequest.FromString,
                     response_serializer=groupcoord_dot_protocol_dot_v1_dot_groupcoord__pb2.ListTopicsResponse.SerializeToString,
+            ),
+            'DescribeSettings': grpc.unary_unary_rpc_method_handler(
+                    servicer.DescribeSettings,
+                    request_deserializer=groupcoord_dot_protocol_dot_v1_dot_groupcoord__pb2.DescribeSettingsRequest.FromString,
+                    response_serializer=groupcoord_dot_protocol_dot_v1_dot_groupcoord__pb2.DescribeSettingsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -971,6 +989,33 @@ class GroupCoordinator:
             '/groupcoord.v1.GroupCoordinator/ListTopics',
             groupcoord_dot_protocol_dot_v1_dot_groupcoord__pb2.ListTopicsRequest.SerializeToString,
             groupcoord_dot_protocol_dot_v1_dot_groupcoord__pb2.ListTopicsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DescribeSettings(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/groupcoord.v1.GroupCoordinator/DescribeSettings',
+            groupcoord_dot_protocol_dot_v1_dot_groupcoord__pb2.DescribeSettingsRequest.SerializeToString,
+            groupcoord_dot_protocol_dot_v1_dot_groupcoord__pb2.DescribeSettingsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -124,8 +124,8 @@ def test_list_and_describe(bootstrap: str, static_group: str):
     described = _describe(bootstrap, static_group)
     assert described["state"] == "Stable" and described["error"] == "NONE"
     assert sorted(m["group_instance_id"] for m in described["members"]) == ["a", "b"]
-    owned = [tuple(p) for m in described["members"] for p in m["partitions"]]
-    assert sorted(owned) == [("orders", p) for p in range(4)]
+    owned = [p for m in described["members"] for p in m["partitions"]]
+    assert sorted(owned) == [f"orders:{p}" for p in range(4)]
 
     human = _admin(bootstrap, "groups", "describe", static_group)
     assert human.returncode == 0, human.stderr
@@ -176,6 +176,10 @@ def test_members_remove_then_add(bootstrap: str, static_group: str):
     again = _admin(bootstrap, "members", "add", static_group, "x", "--json")
     assert again.returncode == 1 and "DUPLICATE_RESOURCE" in again.stderr
     assert json.loads(again.stdout)[0]["error"] == "DUPLICATE_RESOURCE"
+    # A pre-registered instance that never joined can be cancelled like a member.
+    cancelled = _admin(bootstrap, "members", "remove", static_group, "y")
+    assert cancelled.returncode == 0 and "removed" in cancelled.stdout, cancelled.stderr
+    assert sorted(_describe(bootstrap, static_group)["pending_instance_ids"]) == ["x", "z"]
 
 
 def test_delete_reports_each_failed_group(bootstrap: str, static_group: str):
@@ -315,3 +319,31 @@ def test_topics_made_through_the_cli_and_the_sdk_are_listed_alike_by_every_node(
     assert deleted.returncode == 1 and "no-such-topic: UNKNOWN_TOPIC_OR_PARTITION" in deleted.stderr
     after = loop.run(every_node({"clicks"}, {"views"}), timeout=60)
     assert all(view == [t for t in listed[1] if t[0] != "views"] for view in after.values()), after
+
+
+def test_settings_shows_each_nodes_settings_and_their_sources(bootstrap: str):
+    shown = _admin(bootstrap, "settings", "--node", "2", "--json")
+    assert shown.returncode == 0, shown.stderr
+    answer = json.loads(shown.stdout)
+    assert answer["node_id"] == 2
+    by_name = {s["name"]: s for s in answer["settings"]}
+    assert by_name["node_id"] == {"name": "node_id", "value": "2", "source": "flag --node-id", "default": "1",
+                                  "sensitive": False}  # fmt: skip
+    assert by_name["group_initial_rebalance_delay_ms"]["value"] == "0"  # `cluster up -- --group-initial-...=0`
+    assert by_name["group_initial_rebalance_delay_ms"]["source"] == "flag --group-initial-rebalance-delay-ms"
+    secret = by_name["cluster_secret"]
+    assert (secret["value"], secret["source"], secret["sensitive"]) == (
+        "(set)", "environment GROUPCOORD_CLUSTER_SECRET", True,
+    )  # fmt: skip
+    assert by_name["log_level"]["source"] == "default"
+
+    changed = _admin(bootstrap, "settings", "--changed")
+    assert changed.returncode == 0, changed.stderr
+    header, columns, *rows = changed.stdout.splitlines()
+    assert header.startswith("node ") and "(not default)" in header
+    assert columns.split() == ["SETTING", "VALUE", "SOURCE", "DEFAULT"]
+    names = [r.split()[0] for r in rows]
+    assert "cluster_secret" in names and "log_level" not in names
+
+    missing = _admin(bootstrap, "settings", "--node", "9")
+    assert missing.returncode == 2 and "the cluster has no node 9 (its nodes: 1, 2, 3)" in missing.stderr

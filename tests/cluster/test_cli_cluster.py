@@ -254,3 +254,40 @@ def test_down_leaves_a_reused_pid_alone(tmp_path: Path):
 def test_down_without_a_cluster_is_not_an_error(tmp_path: Path):
     result = _cli("down", "--dir", str(tmp_path / "none"))
     assert result.returncode == 0 and "nothing to stop" in result.stdout
+
+
+def test_one_node_stops_starts_and_restarts_while_the_others_serve(cluster_dir: Path):
+    base = _free_on_every_host(1)
+    raft_base = _free_on_every_host(PARTITIONS, avoid=range(base, base + 1))
+    flags = ["--dir", str(cluster_dir)]
+    up = _cli("up", "--nodes", "3", "--partitions", str(PARTITIONS), "--timeout", "30", *flags, "--base-port",
+              str(base), "--raft-base-port", str(raft_base), "--kafka-base-port", "-1")  # fmt: skip
+    assert up.returncode == 0, up.stderr
+    pids = {n["node_id"]: n["pid"] for n in json.loads((cluster_dir / "state.json").read_text())["nodes"]}
+
+    stopped = _cli("stop-node", "2", *flags)
+    assert stopped.returncode == 0 and "node 2: stopped" in stopped.stderr, stopped.stderr
+    assert _gone(pids[2]) and not _gone(pids[1]) and not _gone(pids[3])
+    status = _cli("status", "--json", *flags)
+    assert status.returncode == 1  # not every node serves
+    health = {n["node_id"]: n["health"] for n in json.loads(status.stdout)["nodes"]}
+    assert health[2] == "DOWN"
+    # The two others still answer for every group: a majority of every partition is up.
+    coordinators = _agreed_coordinators([f"{HOSTS[0]}:{base}", f"{HOSTS[2]}:{base}"] * 2, ["a", "b", "c"])
+    assert {c[1] for c in coordinators} <= {HOSTS[0], HOSTS[2]}
+
+    again = _cli("stop-node", "2", *flags)
+    assert again.returncode == 0 and "node 2: already down" in again.stderr
+
+    started = _cli("start-node", "2", "--timeout", "30", *flags)
+    assert started.returncode == 0 and "node 2: serving" in started.stderr, started.stderr
+    assert _settled_status(cluster_dir)["nodes"][1]["health"] == "SERVING"
+
+    restarted = _cli("restart-node", "3", "--timeout", "30", *flags)
+    assert restarted.returncode == 0, restarted.stderr
+    assert _gone(pids[3])
+    new_pids = {n["node_id"]: n["pid"] for n in _settled_status(cluster_dir)["nodes"]}
+    assert new_pids[3] not in (None, pids[3]) and new_pids[1] == pids[1]
+
+    missing = _cli("stop-node", "9", *flags)
+    assert missing.returncode == 2 and "has no node 9 (its nodes: 1, 2, 3)" in missing.stderr

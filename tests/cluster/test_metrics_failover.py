@@ -1,5 +1,6 @@
 """The metrics endpoints of a real 3-node cluster across a kill -9 of a coordinator: request counters per node,
-partition leadership (partitions led, role gauges, leader changes), barrier time and Raft commit latency."""
+partition leadership (partitions led, role gauges, leader changes), barrier time, Raft commit latency and peer round
+trips."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ ROLE = "groupcoord_partition_role"
 CHANGES = "groupcoord_leader_changes_total"
 BARRIERS = "groupcoord_barrier_seconds_count"
 COMMITS = "groupcoord_raft_commit_latency_seconds_count"
+ROUND_TRIPS = "groupcoord_raft_peer_round_trip_seconds_count"
 
 
 @pytest.fixture
@@ -130,6 +132,9 @@ async def test_metrics_follow_requests_and_partition_leadership_across_a_failove
     calls.check_counted(before, served)
     # At least the join's and the sync's record batches committed through Raft on the coordinator.
     assert served[dead].value(COMMITS) - before[dead].value(COMMITS) >= 2
+    # Their acknowledgements gave the coordinator round trips to each other node, labelled by node id.
+    for peer in survivors:
+        assert served[dead].value(ROUND_TRIPS, peer=str(peer + 1)) >= 1, peer
 
     cluster.kill(dead)
     killed = time.monotonic()

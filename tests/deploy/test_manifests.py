@@ -33,6 +33,7 @@ try:
 except ImportError as e:  # an error at collection, not a skip
     raise ImportError("PyYAML is not installed: pip install 'pyyaml==6.0.3' (in pyproject's dev extra)") from e
 
+from groupcoord.node.server import LIVENESS, READINESS
 from groupcoord.node.topology import Peer, parse_peers
 from tests.unit.test_kafka_ports import apis
 
@@ -340,8 +341,14 @@ def test_pods_get_their_settings_secret_and_data_volume():
         "key": next(iter(example["stringData"])),
     }
     assert "GROUPCOORD_NODE_ID=$(( ${HOSTNAME##*-} + 1 ))" in container["command"][-1]
-    assert container["readinessProbe"]["exec"]["command"] == ["groupcoord", "health"]
-    assert container["livenessProbe"]["tcpSocket"]["port"] in ("grpc", CLIENT_PORT)
+    # Native gRPC probes on the plaintext health port, asking the services the node answers (node/server.py).
+    health_port = int(config_map["data"]["GROUPCOORD_HEALTH_PORT"])
+    probes = {kind: container[f"{kind}Probe"]["grpc"] for kind in ("startup", "liveness", "readiness")}
+    assert probes == {
+        "startup": {"port": health_port, "service": LIVENESS},
+        "liveness": {"port": health_port, "service": LIVENESS},
+        "readiness": {"port": health_port, "service": READINESS},
+    }
     [claim] = sts["spec"]["volumeClaimTemplates"]
     mounts = {m["name"]: m["mountPath"] for m in container["volumeMounts"]}
     assert mounts[claim["metadata"]["name"]] == config_map["data"]["GROUPCOORD_DATA_DIR"] == DATA_DIR
@@ -397,6 +404,7 @@ def test_declared_ports_match_the_settings():
     expected = {
         "grpc": CLIENT_PORT,
         "metrics": int(data["GROUPCOORD_METRICS_PORT"]),
+        "health": int(data["GROUPCOORD_HEALTH_PORT"]),
         "kafka": int(data["GROUPCOORD_KAFKA_PORT"]),
     } | {f"raft-{k}": RAFT_PORT + k for k in range(partitions)}
     # the node heartbeat: UDP on the Raft base port (raft/quiescence.py); every other port is TCP
@@ -412,3 +420,46 @@ def test_declared_ports_match_the_settings():
     name_rule = re.compile(r"^(?=.*[a-z])(?!.*--)[a-z0-9]([a-z0-9-]{0,13}[a-z0-9])?$")
     for port in container["ports"]:
         assert name_rule.match(port["name"]), f"port name {port['name']!r} is not a valid IANA_SVC_NAME"
+
+
+def test_pods_spread_over_machines_and_zones():
+    spec = only("StatefulSet")["spec"]["template"]["spec"]
+    pod_labels = only("StatefulSet")["spec"]["template"]["metadata"]["labels"]
+    [spread] = spec["topologySpreadConstraints"]
+    assert spread["topologyKey"] == "topology.kubernetes.io/zone" and spread["maxSkew"] == 1
+    assert matches(spread["labelSelector"]["matchLabels"], pod_labels)
+    [anti] = spec["affinity"]["podAntiAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"]
+    assert anti["podAffinityTerm"]["topologyKey"] == "kubernetes.io/hostname"
+
+
+def test_the_network_policy_opens_client_ports_to_all_and_raft_to_the_nodes_only():
+    policy = only("NetworkPolicy")
+    data = only("ConfigMap")["data"]
+    pod_labels = only("StatefulSet")["spec"]["template"]["metadata"]["labels"]
+    assert matches(policy["spec"]["podSelector"]["matchLabels"], pod_labels)
+    assert policy["spec"]["policyTypes"] == ["Ingress"]
+    anyone, nodes = policy["spec"]["ingress"]
+    assert anyone["from"] == [{"namespaceSelector": {}}]
+    public = {CLIENT_PORT, int(data["GROUPCOORD_KAFKA_PORT"]), int(data["GROUPCOORD_METRICS_PORT"]),
+              int(data["GROUPCOORD_HEALTH_PORT"])}  # fmt: skip
+    assert {(p["protocol"], p["port"]) for p in anyone["ports"]} == {("TCP", port) for port in public}
+    assert nodes["from"] == [{"podSelector": {"matchLabels": pod_labels}}]
+    last = RAFT_PORT + int(data["GROUPCOORD_PARTITIONS"]) - 1
+    assert nodes["ports"] == [
+        {"protocol": "TCP", "port": RAFT_PORT, "endPort": last},
+        {"protocol": "UDP", "port": RAFT_PORT},  # the node heartbeat
+    ]
+
+
+def test_the_service_monitor_scrapes_each_pods_metrics_port():
+    """Outside the kustomization (it needs the Prometheus Operator's resource type); its selector and port name
+    must still match the headless Service, whose metrics port is the node's."""
+    [monitor] = load_all(K8S / "monitoring" / "servicemonitor.yaml")
+    assert (monitor["apiVersion"], monitor["kind"]) == ("monitoring.coreos.com/v1", "ServiceMonitor")
+    headless = kustomized()[("Service", only("StatefulSet")["spec"]["serviceName"])]
+    assert matches(monitor["spec"]["selector"]["matchLabels"], headless["metadata"]["labels"])
+    assert monitor["spec"]["namespaceSelector"]["matchNames"] == [headless["metadata"]["namespace"]]
+    [endpoint] = monitor["spec"]["endpoints"]
+    ports = {p["name"]: p["port"] for p in headless["spec"]["ports"]}
+    assert ports[endpoint["port"]] == int(only("ConfigMap")["data"]["GROUPCOORD_METRICS_PORT"])
+    assert endpoint["path"] == "/metrics"

@@ -237,6 +237,10 @@ def list_topics(groups: Pool, members: Pool, instances: Pool, most: int = BULK) 
     return st.builds(pb.ListTopicsRequest, names=many_ids(groups, most))
 
 
+def describe_settings(groups: Pool, members: Pool, instances: Pool, most: int = BULK) -> Strategy[Message]:
+    return st.just(pb.DescribeSettingsRequest())
+
+
 RequestStrategy = Callable[[Pool, Pool, Pool, int], Strategy[Message]]
 # Every RPC of the service, by method name (the gRPC target checks this covers the whole service).
 BY_METHOD: dict[str, RequestStrategy] = {
@@ -261,6 +265,7 @@ BY_METHOD: dict[str, RequestStrategy] = {
     "CreateTopics": create_topics,
     "DeleteTopics": delete_topics,
     "ListTopics": list_topics,
+    "DescribeSettings": describe_settings,
 }
 
 

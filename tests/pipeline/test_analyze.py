@@ -6,6 +6,7 @@ import argparse
 import csv
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -82,7 +83,9 @@ def test_outputs(spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixt
     expected = [*TABLES, *(f"{t}.csv" for t in TABLES), "summary.json", "report.html"]
     assert sorted(p.name for p in out.iterdir()) == sorted(expected)
     page = (out / "report.html").read_text()
-    assert page.count("<svg") >= 3 and "member_joined" in page, "the report charts the scenario's rebalances"
+    drawn = re.findall(r'Plotly\.newPlot\(\s*"(\w+)"', page)
+    assert drawn == ["timeline", "durations", "reasons", "failovers"], "the report charts the scenario"
+    assert "member_joined" in page
     unavailability = spark.read.parquet(str(out / "unavailability")).orderBy("partition").collect()
     assert [row.asDict() for row in unavailability] == [
         {"partition": 0, "old_term": 2, "new_term": 3, "old_node": 1, "new_node": 2, "last_old_ms": T0 + 59_000,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import collections
 from collections.abc import AsyncIterator, Awaitable
 from pathlib import Path
 
@@ -10,7 +11,7 @@ import pytest
 
 from groupcoord.coordinator import GroupConfig
 from groupcoord.node.clock import SystemClock
-from groupcoord.node.partitions import MAX_BATCH_RECORDS, PartitionHost, Role
+from groupcoord.node.partitions import ABANDONED, MAX_BATCH_RECORDS, PartitionHost, Role
 from groupcoord.protocol.errors import Errors
 from groupcoord.protocol.v1 import groupcoord_pb2 as pb
 from tests.raft.test_partition import Cluster
@@ -18,11 +19,30 @@ from tests.raft.test_partition import Cluster
 CONFIG = GroupConfig(min_session_timeout_ms=1_000, initial_rebalance_delay_ms=0)
 
 
+class Failures:
+    """A PartitionObserver that keeps only the failed proposals, by reason."""
+
+    def __init__(self) -> None:
+        self.seen: collections.Counter[str] = collections.Counter()
+
+    def on_role(self, partition: int, role: Role) -> None:
+        pass
+
+    def on_commit_latency(self, seconds: float) -> None:
+        pass
+
+    def on_batch(self, records: int) -> None:
+        pass
+
+    def on_proposal_failed(self, reason: str, amount: int = 1) -> None:
+        self.seen[reason] += amount
+
+
 class Hosts:
-    def __init__(self, cluster: Cluster, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, cluster: Cluster, loop: asyncio.AbstractEventLoop, observer: Failures | None = None) -> None:
         self.cluster = cluster
         self.hosts: list[PartitionHost | None] = [
-            PartitionHost(replica, CONFIG, SystemClock(), loop) for replica in cluster.live()
+            PartitionHost(replica, CONFIG, SystemClock(), loop, observer=observer) for replica in cluster.live()
         ]
         self._poller = loop.create_task(self._poll())
 
@@ -176,3 +196,27 @@ async def test_concurrent_calls_share_raft_entries_and_are_answered_after_their_
     # Every reply came after its own commit: the committed store holds every offset already.
     offsets = leader.replica.store.groups["g"].offsets
     assert {p: offsets[("t", p)].offset for p in range(calls)} == {p: 1000 + p for p in range(calls)}
+
+
+async def test_round_trips_are_measured_and_a_batch_cut_off_from_its_followers_is_abandoned(tmp_path: Path):
+    failures = Failures()
+    hosts = Hosts(Cluster(tmp_path), asyncio.get_running_loop(), failures)
+    try:
+        leader = await hosts.serving()
+        joined = await _call(leader, _join(instance="a"), "join_group")
+        assert joined.error_code == Errors.NONE
+        # The commit needed both followers' acknowledgements: one round trip each at least, by Raft address.
+        followers = {a for a in hosts.cluster.addresses if a != leader.replica.selfNode.address}
+        trips = leader.replica.round_trips()
+        assert trips.keys() == followers
+        assert all(sum(t.buckets) >= 1 and t.sum > 0 for t in trips.values())
+        assert not failures.seen
+
+        for host in [h for h in hosts.hosts if h is not None and h is not leader]:
+            hosts.kill(host)
+        # No follower acknowledges the next batch; the leader steps down (pysyncobj's leader fallback timeout).
+        reply = await asyncio.wait_for(_call(leader, _join(instance="b"), "join_group"), 10)
+        assert reply.error_code == Errors.COORDINATOR_NOT_AVAILABLE
+        assert failures.seen == {ABANDONED: 1}
+    finally:
+        await hosts.close()

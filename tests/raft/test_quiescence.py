@@ -132,6 +132,9 @@ def _quiet(cluster: QuietCluster, leader: PartitionReplica) -> bool:
     return cluster.sent_since(i, time.monotonic() - 0.3) == 0
 
 
+# The clusters' tests are `timing` (pyproject.toml): real time decides whether an election happens, so `make check`
+# leaves them out; the node heartbeat's own tests below are not.
+@pytest.mark.timing
 def test_an_idle_partition_stops_its_heartbeats_and_keeps_its_leader(cluster: QuietCluster):
     leader = cluster.leader()
     term = leader.term()
@@ -146,6 +149,7 @@ def test_an_idle_partition_stops_its_heartbeats_and_keeps_its_leader(cluster: Qu
     assert all(x.leader_address() == address for x in cluster.live() if x is not leader)
 
 
+@pytest.mark.timing
 def test_without_quiescence_the_leader_heartbeats_all_the_time(tmp_path: Path):
     c = QuietCluster(tmp_path, quiesce_after_s=0)
     try:
@@ -159,6 +163,7 @@ def test_without_quiescence_the_leader_heartbeats_all_the_time(tmp_path: Path):
         c.close()
 
 
+@pytest.mark.timing
 def test_a_write_ends_the_quiet_and_commits(cluster: QuietCluster):
     leader = cluster.leader()
     _wait(lambda: _quiet(cluster, leader), timeout=5)
@@ -168,6 +173,7 @@ def test_a_write_ends_the_quiet_and_commits(cluster: QuietCluster):
     _wait(lambda: _quiet(cluster, leader), timeout=5)
 
 
+@pytest.mark.timing
 def test_a_lease_check_on_a_quiet_leader_wakes_it_and_the_lease_comes_back(cluster: QuietCluster):
     leader = cluster.leader()
     _wait(lambda: _quiet(cluster, leader), timeout=5)
@@ -175,6 +181,7 @@ def test_a_lease_check_on_a_quiet_leader_wakes_it_and_the_lease_comes_back(clust
     _wait(leader.has_lease, timeout=1)
 
 
+@pytest.mark.timing
 def test_a_dead_quiet_leader_is_replaced_in_election_time(cluster: QuietCluster):
     leader = cluster.leader()
     term = leader.term()
@@ -190,6 +197,7 @@ def test_a_dead_quiet_leader_is_replaced_in_election_time(cluster: QuietCluster)
     assert _commit(new, 1)
 
 
+@pytest.mark.timing
 def test_a_follower_restarted_while_the_partition_is_quiet_learns_its_leader(tmp_path: Path):
     """It knows no leader after a restart, and only AppendEntries tell it: its node heartbeat's new boot id has the
     quiet leader speak again (even when the restart was too quick for its node to be found silent)."""
@@ -213,6 +221,7 @@ def _restart_a_follower(cluster: QuietCluster) -> None:
     assert leader.is_leader() and leader.term() == term
 
 
+@pytest.mark.timing
 def test_a_leadership_transfer_works_on_a_quiet_partition(cluster: QuietCluster):
     leader = cluster.leader()
     _wait(lambda: _quiet(cluster, leader), timeout=5)
@@ -221,6 +230,7 @@ def test_a_leadership_transfer_works_on_a_quiet_partition(cluster: QuietCluster)
     _wait(target.is_leader, timeout=3)
 
 
+@pytest.mark.timing
 def test_a_follower_that_stops_hearing_the_leader_node_does_not_depose_it(cluster: QuietCluster):
     """Its node heartbeat stops (it hears no one's datagrams): its election timer runs out and it asks for
     pre-votes, which the other follower, still hearing the leader's node, refuses."""

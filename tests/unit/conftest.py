@@ -1,4 +1,4 @@
-"""Fixtures shared by the SDK tests that talk to a fake coordinator."""
+"""Fixtures shared by the SDK tests that talk to a fake coordinator; the hypothesis budget (tests/unit/profiles.py)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,10 @@ from collections.abc import AsyncIterator
 
 import pytest
 
+from tests.unit import profiles
 from tests.unit.fake_coordinator import FakeCoordinator
+
+profiles.load()
 
 
 @pytest.fixture

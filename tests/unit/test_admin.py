@@ -1,5 +1,5 @@
-"""DescribeGroups, ListGroups, DeleteGroups (SPEC §1, §2 Empty -> Dead), and the Dead row of the §2 table:
-the coordinator partition moved away (unload)."""
+"""DescribeGroups, ListGroups, DeleteGroups (Empty -> removed), and the Dead row of the per-state table
+(docs/PROTOCOL.md#answers-per-state): the coordinator partition moved away (unload)."""
 
 from __future__ import annotations
 

@@ -31,6 +31,7 @@ from groupcoord.client.assignors import (
     topic_counts,
 )
 from groupcoord.client.protocol import Assignment, Subscription, TopicPartition
+from tests.unit.profiles import examples
 
 # The assignors that assign every partition; cooperative-sticky holds some back (tests/unit/test_cooperative.py).
 ALL = sorted((a for a in ASSIGNORS.values() if a.name != "cooperative-sticky"), key=lambda a: a.name)
@@ -40,7 +41,9 @@ TOPIC_SETS = st.sets(st.sampled_from(TOPICS), max_size=len(TOPICS))
 COUNTS = st.integers(0, 9)
 # Includes stale claims: a topic nobody subscribes to and partitions beyond every count.
 OWNED = st.lists(st.tuples(st.sampled_from((*TOPICS, "gone")), st.integers(0, 11)), unique=True, max_size=8)
-SETTINGS = settings(max_examples=150, database=None, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(
+    max_examples=examples(150), database=None, deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
 
 
 @st.composite

@@ -14,6 +14,7 @@ from groupcoord.node.auth import ANONYMOUS, AclError, Caller, UnknownCredentials
 from groupcoord.node.config import ConfigError
 from groupcoord.node.logs import LogBudget
 from groupcoord.protocol.v1 import groupcoord_pb2 as pb
+from tests.unit.profiles import examples
 
 TOKEN_A, TOKEN_OPS = "token-of-team-a", "token-of-ops"
 ACL_TEXT = f"""
@@ -264,7 +265,7 @@ def test_the_refusal_log_budget_drops_lines_beyond_its_rate_and_says_how_many():
     assert budget.take(11.2) is None
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     st.lists(st.tuples(st.sampled_from(["authorization", "Authorization", "x-other"]), st.text() | st.binary())),
     st.lists(st.binary(max_size=80), max_size=2),

@@ -1,6 +1,6 @@
-"""SPEC §3.3 (seed 002) batch join: AddMembersToGroup pre-registers static instances, the join phase waits
-for all of them (bounded by the rebalance timeout) so N new instances cost one generation bump;
-per-instance errors; DescribeGroups shows the instances that have not joined yet."""
+"""Batch join (docs/PROTOCOL.md#batch-join-addmemberstogroup): AddMembersToGroup pre-registers static instances,
+the join phase waits for all of them (bounded by the rebalance timeout) so N new instances cost one generation
+bump; per-instance errors; DescribeGroups shows the instances that have not joined yet."""
 
 from __future__ import annotations
 
@@ -213,3 +213,37 @@ def test_pre_registered_instances_form_a_new_group_in_one_generation_despite_the
     assert g.generation_id == 1
     assert set(g.members) == {s1.member_id, s2.member_id, s3.member_id}
     assert s1.generation == s2.generation == s3.generation == 1
+
+
+def test_removing_a_pre_registered_instance_ends_the_wait_for_it():
+    """`members remove` of an instance that never joined: without it the group sat in PreparingRebalance until the
+    rebalance timeout (~30 s with the SDK's default); now the join phase completes at once."""
+    h = Harness()
+    a, b = h.form("a", "b", rebalance_timeout_ms=20_000, session_timeout_ms=30_000)
+    h.add_members("g", "n1", "n2")
+    n1 = h.member("n1", static=True, rebalance_timeout_ms=20_000)
+    n1.join()
+    a.join()
+    b.join()
+    assert h.group().state == PREPARING  # waiting for n2
+    eff = h.leave("g", ("", "n2", "never came"))
+    assert [(m.group_instance_id, code(m)) for m in eff.response.members] == [("n2", Errors.NONE)]
+    (unregistered,) = records_of(eff, r.InstancesUnregistered)
+    assert unregistered.group_instance_ids == ("n2",)
+    (gen,) = records_of(eff, r.GenerationCompleted)
+    assert gen.generation_id == 2 and h.group().state == COMPLETING
+    assert list(h.describe_one().pending_instance_ids) == []
+    again = h.leave("g", ("", "n2"))
+    assert [code(m) for m in again.response.members] == [Errors.UNKNOWN_MEMBER_ID]
+    h.sync_all([a, b, n1])
+    h.assert_replay()
+
+
+def test_removing_a_pre_registered_instance_of_an_idle_group_changes_only_the_registry():
+    h = Harness()
+    h.form("a")
+    h.add_members("g", "n1")
+    eff = h.leave("g", ("", "n1"))
+    assert [type(x) for x in eff.records] == [r.InstancesUnregistered]
+    assert h.group().state == STABLE and h.group().registered_instances == {}
+    h.assert_replay()

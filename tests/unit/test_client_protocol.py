@@ -19,6 +19,7 @@ from groupcoord.client.protocol import (
     encode_assignment,
     encode_subscription,
 )
+from tests.unit.profiles import examples
 
 TOPIC = st.text(min_size=1, max_size=12)
 PARTITION = st.integers(0, MAX_PARTITIONS - 1)
@@ -52,7 +53,7 @@ def test_protocol_type_is_kafkas() -> None:
     assert PROTOCOL_TYPE == "consumer"
 
 
-@settings(max_examples=200, database=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(200), database=None, suppress_health_check=[HealthCheck.too_slow])
 @given(SUBSCRIPTIONS)
 def test_subscription_round_trip(sub: Subscription) -> None:
     data = encode_subscription(sub)
@@ -61,7 +62,7 @@ def test_subscription_round_trip(sub: Subscription) -> None:
     assert encode_subscription(decode_subscription(data)) == data
 
 
-@settings(max_examples=200, database=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(200), database=None, suppress_health_check=[HealthCheck.too_slow])
 @given(ASSIGNMENTS)
 def test_assignment_round_trip(assignment: Assignment) -> None:
     data = encode_assignment(assignment)
@@ -184,7 +185,7 @@ def test_non_bytes_input_raises_value_error(data: object) -> None:
         decode_assignment(data)  # type: ignore[arg-type]
 
 
-@settings(max_examples=400, database=None)
+@settings(max_examples=examples(400), database=None)
 @given(st.binary(max_size=64))
 def test_random_bytes_decode_or_raise_value_error(data: bytes) -> None:
     for decode in (decode_subscription, decode_assignment):
@@ -192,7 +193,7 @@ def test_random_bytes_decode_or_raise_value_error(data: bytes) -> None:
             decode(data)
 
 
-@settings(max_examples=300, database=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300), database=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     MSGPACK_VALUES,
     st.dictionaries(st.sampled_from(["version", "topics", "owned", "partitions", "user_data"]), MSGPACK_VALUES),

@@ -1,4 +1,4 @@
-"""JoinGroup: SPEC §2 transitions and the JoinGroup column of the per-state table, §3.4 join flow,
+"""JoinGroup (docs/PROTOCOL.md): state transitions and the JoinGroup column of the per-state table, the join flow,
 request validation and the validation order, protocol vote and leader choice."""
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from tests.unit.harness import (
     records_of,
 )
 
-# -- §2 transitions ---------------------------------------------------------------------------------
+# -- state transitions ------------------------------------------------------------------------------
 
 
 def test_new_group_starts_empty_at_generation_zero():
@@ -97,7 +97,7 @@ def test_new_member_ids_are_client_id_dash_uuid_for_dynamic_and_instance_id_dash
     assert h.group("other").static_members == {"inst-7": "inst-7-u2"}
 
 
-# -- §2 per-state table, JoinGroup column ------------------------------------------------------------
+# -- per-state table, JoinGroup column ---------------------------------------------------------------
 
 
 def test_empty_group_join_with_member_id_is_unknown_member():
@@ -151,7 +151,7 @@ def test_completing_same_protocols_gets_immediate_answer_for_current_generation(
 
 
 def test_completing_leader_that_lost_its_response_gets_members_again():
-    """§3.4: the 'member already joined but lost the response' case answers the current generation."""
+    """The join flow: the 'member already joined but lost the response' case answers the current generation."""
     h = Harness()
     a, b = h.form("a", "b", sync=False)
     resp = a.join().response

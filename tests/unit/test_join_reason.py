@@ -1,4 +1,4 @@
-"""SPEC §3.5 (seed 001) JoinReason: RESTART without rebalance, TOPIC_METADATA_CHANGE / UPGRADE with one,
+"""JoinReason (docs/PROTOCOL.md#joinreason): RESTART without rebalance, TOPIC_METADATA_CHANGE / UPGRADE with one,
 UNKNOWN = classic rules, forced rebalances win; every rebalance records why, DescribeGroups shows it."""
 
 from __future__ import annotations

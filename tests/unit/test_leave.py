@@ -1,5 +1,5 @@
-"""LeaveGroup: SPEC §2 per-state table (LeaveGroup column) and request validation. The static / batch
-cases of §3.2 are in test_static.py."""
+"""LeaveGroup: the per-state table (LeaveGroup column, docs/PROTOCOL.md#answers-per-state) and request
+validation. The static / batch cases of KIP-345 are in test_static.py."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""SPEC §2 timing rules / §3.4: group.max.size (GROUP_MAX_SIZE_REACHED), Kafka's acceptJoiningMember."""
+"""group.max.size (GROUP_MAX_SIZE_REACHED), Kafka's acceptJoiningMember (docs/PROTOCOL.md#timing-rules-and-limits)."""
 
 from __future__ import annotations
 
@@ -106,7 +106,7 @@ def test_empty_group_accepts_its_first_member():
     assert set(h.group().members) == {a.member_id}
 
 
-# -- group.max.size comes before member identity (SPEC §2 validation order, Kafka's acceptJoiningMember) ----------
+# -- group.max.size comes before member identity (validation order, Kafka's acceptJoiningMember) ------------------
 
 
 def test_a_refused_member_gets_the_same_answer_when_it_retries():

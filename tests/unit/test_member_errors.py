@@ -1,4 +1,5 @@
-"""The client's reaction to every SPEC §1 error code a coordinator can return to a member (SPEC §5 policy).
+"""The client's reaction to every error code (docs/PROTOCOL.md#error-codes) a coordinator can return to a member
+(the policy of docs/CLIENT.md#errors).
 
 A real `GroupMember` talks to a real gRPC server (`FakeCoordinator`) that answers from scripted responses.
 
@@ -13,16 +14,16 @@ Code → expected reaction (tests below):
   the code's `FatalError` (client/errors.py) and nothing more is sent.
 * THROTTLING_QUOTA_EXCEEDED (JoinGroup) → wait `throttle_time_ms`, join again; POLICY_VIOLATION (a configured
   limit) → fatal, with the node's message; an OffsetCommit refused as a whole → its code for every partition.
-* UNKNOWN_SERVER_ERROR: SPEC §5 is silent; the client treats it as fatal on JoinGroup, SyncGroup and Heartbeat
-  (Kafka does the same for JoinGroup; its heartbeat also surfaces it as an exception).
+* UNKNOWN_SERVER_ERROR: the client treats it as fatal on JoinGroup, SyncGroup and Heartbeat (docs/CLIENT.md#errors;
+  Kafka does the same for JoinGroup; its heartbeat also surfaces it as an exception).
 * OFFSET_METADATA_TOO_LARGE, ILLEGAL_GENERATION (OffsetCommit) → returned per partition; the member goes on.
-* UNSTABLE_OFFSET_COMMIT (OffsetFetch): `committed()` never sets require_stable, so a coordinator following
-  SPEC never returns it to a member; if one does, `committed()` ignores the code and returns the offsets
-  (pinned below as found behaviour).
+* UNSTABLE_OFFSET_COMMIT (OffsetFetch): `committed()` never sets require_stable, and no groupcoord offset is
+  transactional (docs/PROTOCOL.md#error-codes), so a coordinator never returns it to a member; if one does,
+  `committed()` ignores the code and returns the offsets (pinned below as found behaviour).
 
 Codes a coordinator cannot return to a member's calls, hence not covered here:
 * NON_EMPTY_GROUP, GROUP_ID_NOT_FOUND: DeleteGroups / DescribeGroups only (the Admin client's business).
-* DUPLICATE_RESOURCE (not in SPEC §1): AddMembersToGroup only.
+* DUPLICATE_RESOURCE (beyond the group protocol's list): AddMembersToGroup only.
 * NONE: covered implicitly by every happy path.
 """
 

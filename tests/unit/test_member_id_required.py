@@ -1,4 +1,5 @@
-"""SPEC §3.1 (KIP-394): MEMBER_ID_REQUIRED, pending members, their expiry, their removal, their bound."""
+"""KIP-394 (docs/PROTOCOL.md#member_id_required-kip-394): MEMBER_ID_REQUIRED, pending members, their expiry,
+their removal, their bound."""
 
 from __future__ import annotations
 

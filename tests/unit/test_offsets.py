@@ -1,4 +1,4 @@
-"""OffsetCommit / OffsetFetch (SPEC §2 Offsets and the OffsetCommit column of the per-state table) and
+"""OffsetCommit / OffsetFetch (docs/PROTOCOL.md#offsets and the OffsetCommit column of the per-state table) and
 offset retention / empty-group expiry."""
 
 from __future__ import annotations

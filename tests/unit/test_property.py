@@ -49,6 +49,7 @@ from groupcoord.protocol import records as r
 from groupcoord.protocol.errors import Errors
 from groupcoord.protocol.v1 import groupcoord_pb2 as pb
 from tests.support import WALL_EPOCH_MS, FakeClock, SeqIds
+from tests.unit.profiles import examples
 
 GROUPS = ("g0", "g1", "g2")
 # Clients 0-2 are static (instance ids i0..i2), 3-5 dynamic.
@@ -445,7 +446,7 @@ class CoordinatorMachine(RuleBasedStateMachine):
         if session not in VALID_SESSIONS:
             assert resp is not None and resp.error_code == Errors.INVALID_SESSION_TIMEOUT
         if quiet_restart:
-            # SPEC §3.2: a known static instance with unchanged protocols replaces its old id, no rebalance.
+            # KIP-345: a known static instance with unchanged protocols replaces its old id, no rebalance.
             assert resp is not None and resp.error_code == Errors.NONE, resp
             assert resp.generation_id == generation and resp.member_id != old_id
             assert [type(x) for x in r.decode_batch(self.log[n_log])] == [r.StaticMemberReplaced]
@@ -500,7 +501,7 @@ class CoordinatorMachine(RuleBasedStateMachine):
             for part in topic.partitions:
                 sent = next(p for p in by_topic[topic.name] if p.partition_index == part.partition_index)
                 too_large = len(sent.committed_metadata) > METADATA_LIMIT
-                if simple_allowed:  # SPEC §2: simple commits are accepted while the group is Empty (or absent)
+                if simple_allowed:  # Kafka: simple commits are accepted while the group is Empty (or absent)
                     assert part.error_code == (Errors.OFFSET_METADATA_TOO_LARGE if too_large else Errors.NONE)
                 if part.error_code == Errors.NONE:
                     assert not too_large
@@ -812,7 +813,7 @@ class CoordinatorMachine(RuleBasedStateMachine):
 def check_derived(store: GroupStore) -> None:
     """State a store derives from its members (not in snapshots) agrees with them, live or replayed;
     and the shape of each state: Empty has no members, CompletingRebalance / Stable have members and the
-    protocol the vote picks (SPEC §2: each member votes for its first protocol all support, most votes win)."""
+    protocol the vote picks (Kafka's: each member votes for its first protocol all support, most votes win)."""
     for group in store.groups.values():
         if group.state == GroupState.EMPTY:
             assert not group.members, group.group_id
@@ -840,7 +841,7 @@ def _first_commit_error(resp: pb.OffsetCommitResponse) -> int:
 
 
 CoordinatorMachine.TestCase.settings = settings(
-    max_examples=500,
+    max_examples=examples(500),
     stateful_step_count=60,
     deadline=None,
     database=None,

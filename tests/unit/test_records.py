@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from groupcoord.protocol import records as r
+from tests.unit.profiles import examples
 
 # The wire contract: these ids are written into every replicated log forever. Renumbering or reusing one
 # makes old logs replay as the wrong record type, so this mapping is frozen here on purpose.
@@ -33,6 +34,7 @@ TYPE_IDS = {
     "RebalanceAvoided": 14,
     "TopicCreated": 15,
     "TopicDeleted": 16,
+    "InstancesUnregistered": 17,
 }
 
 # Field names of version 1 of each record: the keys old logs carry. A field may be added later (with a
@@ -76,6 +78,7 @@ V1_FIELDS = {
     "RebalanceAvoided": ("group_id", "member_id", "group_instance_id", "join_reason", "cause", "time_ms"),
     "TopicCreated": ("topic", "num_partitions", "topic_id", "time_ms"),
     "TopicDeleted": ("topic", "time_ms"),
+    "InstancesUnregistered": ("group_id", "group_instance_ids", "time_ms"),
 }
 
 T = 1_700_000_123_456
@@ -105,6 +108,7 @@ SAMPLES: list[r.Record] = [
     r.RebalanceAvoided("g1", "m-1", "inst-1", 1, r.AvoidedCause.RESTART, T),
     r.TopicCreated("orders.v2_x-1", 10_000, "0f1e2d3c-4b5a-6978-8796-a5b4c3d2e1f0", T),
     r.TopicDeleted("orders.v2_x-1", T + 1),
+    r.InstancesUnregistered("g1", ("inst-3",), T + 2),
 ]
 
 
@@ -212,13 +216,13 @@ def _record_strategy(cls: type[r.Record]) -> st.SearchStrategy[r.Record]:
 ANY_RECORD = st.one_of(*(_record_strategy(cls) for cls in r._REGISTRY.values()))
 
 
-@settings(max_examples=300, database=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(300), database=None, suppress_health_check=[HealthCheck.too_slow])
 @given(ANY_RECORD)
 def test_round_trip_random_records(rec: r.Record):
     assert r.decode(r.encode(rec)) == rec
 
 
-@settings(max_examples=100, database=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(100), database=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(ANY_RECORD, max_size=8))
 def test_round_trip_random_batches(recs: list[r.Record]):
     assert r.decode_batch(r.encode_batch(recs)) == recs
@@ -336,7 +340,7 @@ def _mutate(base: bytes, edits: list[tuple[int, int]], cut: int) -> bytes:
     return bytes(data[: max(cut, 0) or None])
 
 
-@settings(max_examples=400, database=None)
+@settings(max_examples=examples(400), database=None)
 @given(
     base=st.sampled_from([r.encode(s) for s in SAMPLES] + [r.encode_batch(SAMPLES[:3])]),
     edits=st.lists(st.tuples(st.integers(0, 10_000), st.integers(0, 255)), max_size=4),
@@ -346,7 +350,7 @@ def test_mutated_encodings_never_crash(base: bytes, edits: list[tuple[int, int]]
     _decode_both(_mutate(base, edits, cut))
 
 
-@settings(max_examples=300, database=None)
+@settings(max_examples=examples(300), database=None)
 @given(st.binary(max_size=64))
 def test_random_bytes_never_crash(data: bytes):
     _decode_both(data)
@@ -364,7 +368,7 @@ MSGPACK_VALUES = st.recursive(
 )
 
 
-@settings(max_examples=300, database=None)
+@settings(max_examples=examples(300), database=None)
 @given(st.tuples(MSGPACK_VALUES, MSGPACK_VALUES, st.dictionaries(st.text(max_size=8), MSGPACK_VALUES, max_size=4)))
 @example(({}, 1, {}))
 def test_any_envelope_shaped_value_never_crashes(envelope: tuple[typing.Any, typing.Any, dict[str, typing.Any]]):

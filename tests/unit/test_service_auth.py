@@ -19,6 +19,7 @@ from groupcoord.node.service import BATCH_RPCS, ONE_GROUP_RPCS, GroupCoordinator
 from groupcoord.protocol.errors import Errors
 from groupcoord.protocol.v1 import groupcoord_pb2 as pb
 from tests.fuzz.strategies import BY_METHOD
+from tests.unit.profiles import examples
 
 DENIED = Errors.GROUP_AUTHORIZATION_FAILED
 GROUPS = ("team-a.x", "team-a.", "team-b.x", "public.x", "", "team-a")
@@ -87,7 +88,9 @@ def service() -> GroupCoordinatorService:
     return GroupCoordinatorService(cluster, 255, NodeMetrics(), acl=ACL)  # type: ignore[arg-type]
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(
+    max_examples=examples(400), deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large]
+)
 @given(data=st.data(), rpc=st.sampled_from(CHECKED), who=st.sampled_from(sorted(CALLERS)))
 async def test_the_handler_sees_only_what_the_caller_may_do(service, data, rpc, who):
     request = data.draw(BY_METHOD[rpc](GROUPS, ("m1", ""), ("s1",), 30))
@@ -145,3 +148,16 @@ async def test_topic_changes_are_for_admins_and_the_listing_for_anyone_identifie
         assert response.error_code == DENIED and response.error_message and not handler.seen
     else:
         assert response == "ListTopicsRequest"
+
+
+@pytest.mark.parametrize("who", sorted(CALLERS))
+async def test_a_nodes_settings_are_for_admins(service, who):
+    caller = None if who == "unknown" else ACL.identify(*CALLERS[who])
+    handler = Handler("DescribeSettings")
+    request = pb.DescribeSettingsRequest()
+    response = await service._authorized(ACL, "DescribeSettings", request, Context(*CALLERS[who]), handler)
+    if caller is not None and ACL.is_admin(caller):
+        assert response == "DescribeSettingsRequest"
+    else:
+        assert response.error_code == Errors.CLUSTER_AUTHORIZATION_FAILED and response.error_message
+        assert not response.settings and not handler.seen

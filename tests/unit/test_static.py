@@ -1,6 +1,6 @@
-"""SPEC §3.2 (KIP-345) static membership: instance -> member mapping, replacement without rebalance,
-fencing of the old id on every API, replacement per state, static members vs join/sync deadlines,
-session expiry, batch LeaveGroup, and the §2 identity order."""
+"""KIP-345 static membership (docs/PROTOCOL.md#static-membership-kip-345): instance -> member mapping,
+replacement without rebalance, fencing of the old id on every API, replacement per state, static members vs
+join/sync deadlines, session expiry, batch LeaveGroup, and the identity order (docs/PROTOCOL.md#validation-order)."""
 
 from __future__ import annotations
 
@@ -328,7 +328,7 @@ def test_leave_by_instance_id_of_a_member_parked_in_join_answers_its_join():
     assert h.group().state == PREPARING
 
 
-# -- §2 identity order ----------------------------------------------------------------------------------
+# -- identity order -------------------------------------------------------------------------------------
 
 
 def test_identity_order_instance_mapped_to_another_member_is_fenced():

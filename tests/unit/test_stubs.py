@@ -1,4 +1,5 @@
-"""The checked-in gRPC stubs match the .proto, the service has every SPEC §1 RPC, and the error codes are Kafka's."""
+"""The checked-in gRPC stubs match the .proto, the service has every RPC of docs/PROTOCOL.md#the-api, and the error
+codes are Kafka's."""
 
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ SPEC_RPCS = (
     "DescribeCluster",
 )
 
-# SPEC §1 "Error codes (Kafka's numbers)", verbatim.
+# docs/PROTOCOL.md#error-codes, the group protocol's list, verbatim.
 SPEC_ERRORS = {
     "NONE": 0,
     "UNKNOWN_SERVER_ERROR": -1,
@@ -49,7 +50,7 @@ SPEC_ERRORS = {
     "UNSTABLE_OFFSET_COMMIT": 88,
 }
 
-# Codes the project uses beyond SPEC §1's list; each must still carry Kafka's own number for that name.
+# Codes the project uses beyond that list; each must still carry Kafka's own number for that name.
 KAFKA_EXTRA_ERRORS = {
     "UNKNOWN_TOPIC_OR_PARTITION": 3,
     "REQUEST_TIMED_OUT": 7,

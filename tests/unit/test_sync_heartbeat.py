@@ -1,5 +1,5 @@
-"""SyncGroup and Heartbeat: SPEC §2 per-state table (SyncGroup and Heartbeat columns), CompletingRebalance ->
-Stable, generation fencing, protocol checks, and which calls refresh the session."""
+"""SyncGroup and Heartbeat: the per-state table (SyncGroup and Heartbeat columns, docs/PROTOCOL.md),
+CompletingRebalance -> Stable, generation fencing, protocol checks, and which calls refresh the session."""
 
 from __future__ import annotations
 

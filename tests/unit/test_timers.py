@@ -1,5 +1,5 @@
-"""SPEC §2 timing rules: the initial rebalance delay, the join deadline (rebalance timeout), the sync
-deadline, session expiry in each state, and that no group waits forever."""
+"""Timing rules (docs/PROTOCOL.md#timing-rules-and-limits): the initial rebalance delay, the join deadline
+(rebalance timeout), the sync deadline, session expiry in each state, and that no group waits forever."""
 
 from __future__ import annotations
 
@@ -292,7 +292,7 @@ def test_abandoned_groups_always_reach_a_resting_state():
 
 
 def test_pending_member_blocks_the_end_of_the_initial_delay():
-    """§3.1: pending members block join-phase completion, also when the initial delay runs out."""
+    """KIP-394: pending members block join-phase completion, also when the initial delay runs out."""
     h = delayed()
     (s1,) = statics(h, "s1")
     s1.join()
