@@ -18,6 +18,7 @@ PUBLIC = (
     "groupcoord.client.member",
     "groupcoord.client.sync",
     "groupcoord.client.admin",
+    "groupcoord.client.admin_types",
     "groupcoord.client.sync_admin",
     "groupcoord.client.errors",
     "groupcoord.client.stats",

@@ -160,7 +160,7 @@ class TopicApis:
                 by_partition.setdefault(self._hand_on.partition_for(names[i]), []).append(i)
         if not by_partition:
             return {}
-        caller = self._service.caller(context)
+        caller = self._service.auth.caller(context)
 
         async def one(partition: int, indexes: list[int]) -> dict[int, Any]:
             try:

@@ -18,7 +18,7 @@ from groupcoord.client.errors import GroupAuthorizationFailed
 from groupcoord.client.member import GroupMember
 from groupcoord.client.security import ClientSecurity
 from groupcoord.node.auth import hash_token
-from groupcoord.node.service import DENIED_LOG_PER_S
+from groupcoord.node.authorizer import DENIED_LOG_PER_S
 from groupcoord.protocol.errors import Errors
 from groupcoord.protocol.v1 import groupcoord_pb2 as pb
 from groupcoord.protocol.v1 import groupcoord_pb2_grpc as pb_grpc

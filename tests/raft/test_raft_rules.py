@@ -175,6 +175,23 @@ class Cluster:
             replica.destroy_synchronous()
 
 
+def on_tick_thread(replica: Any, change: Callable[[], None]) -> None:
+    """Runs `change` on the replica's tick thread, before its next tick: pysyncobj's state (its journal's meta file
+    above all, written through one temporary file) belongs to that thread, and a change made from the test's thread
+    raced it (a meta write renamed a temporary file the other write had just renamed)."""
+    done = threading.Event()
+    tick = replica._onTick
+
+    def change_then_tick(*args: Any) -> Any:
+        if not done.is_set():
+            change()
+            done.set()
+        return tick(*args)
+
+    replica._onTick = change_then_tick
+    assert done.wait(10), "the tick thread never ran the change"
+
+
 def put_400(leader: Any) -> None:
     done = threading.Semaphore(0)
     for _ in range(400):
@@ -326,7 +343,7 @@ def test_a_follower_whose_term_ran_ahead_rejoins_and_the_cluster_keeps_working(t
         leader = cluster.leader()
         leader.put(b"a", sync=True, timeout=10)
         follower = next(r for r in cluster.replicas if r is not leader)
-        follower._SyncObj__setCurrentTerm(leader.raftCurrentTerm + 5, None)
+        on_tick_thread(follower, lambda: follower._SyncObj__setCurrentTerm(leader.raftCurrentTerm + 5, None))
         wait(
             lambda: (
                 len({r.raftCurrentTerm for r in cluster.replicas}) == 1 and any(r._isLeader() for r in cluster.replicas)

@@ -1,4 +1,4 @@
-"""The service's authorization layer (`GroupCoordinatorService._authorized`) on hostile requests of every RPC and
+"""The service's authorization layer (node/authorizer.py, `Authorizer.authorized`) on hostile requests of every RPC and
 every kind of caller: the handler sees exactly what the caller may do, every refused group gets its own
 GROUP_AUTHORIZATION_FAILED entry in request order, and nothing raises."""
 
@@ -14,8 +14,9 @@ from hypothesis import strategies as st
 
 from groupcoord.node import auth
 from groupcoord.node.auth import hash_token, parse_acl
+from groupcoord.node.authorizer import BATCH_RPCS, ONE_GROUP_RPCS
 from groupcoord.node.metrics import NodeMetrics
-from groupcoord.node.service import BATCH_RPCS, ONE_GROUP_RPCS, GroupCoordinatorService
+from groupcoord.node.service import GroupCoordinatorService
 from groupcoord.protocol.errors import Errors
 from groupcoord.protocol.v1 import groupcoord_pb2 as pb
 from tests.fuzz.strategies import BY_METHOD
@@ -95,7 +96,7 @@ def service() -> GroupCoordinatorService:
 async def test_the_handler_sees_only_what_the_caller_may_do(service, data, rpc, who):
     request = data.draw(BY_METHOD[rpc](GROUPS, ("m1", ""), ("s1",), 30))
     handler = Handler(rpc)
-    response = await service._authorized(ACL, rpc, request, Context(*CALLERS[who]), handler)
+    response = await service.auth.authorized(rpc, request, Context(*CALLERS[who]), handler)
     caller = None if who == "unknown" else ACL.identify(*CALLERS[who])
     if rpc in ONE_GROUP_RPCS:
         allowed = caller is not None and ACL.allows(caller, request.group_id, auth.group_need(rpc, request))
@@ -124,7 +125,7 @@ async def test_the_handler_sees_only_what_the_caller_may_do(service, data, rpc, 
 
 def test_without_an_acl_nothing_is_checked():
     plain = GroupCoordinatorService(SimpleNamespace(node_id=1), 255)  # type: ignore[arg-type]
-    assert plain._acl is None and plain._admin_denial("ReadEvents", Context((), ())) is None
+    assert plain.auth.acl is None and plain.auth.admin_denial("ReadEvents", Context((), ())) is None
 
 
 @pytest.mark.parametrize("who", sorted(CALLERS))
@@ -136,14 +137,14 @@ async def test_topic_changes_are_for_admins_and_the_listing_for_anyone_identifie
         ("DeleteTopics", pb.DeleteTopicsRequest(names=["t"])),
     ):
         handler = Handler(rpc)
-        response = await service._authorized(ACL, rpc, request, Context(*CALLERS[who]), handler)
+        response = await service.auth.authorized(rpc, request, Context(*CALLERS[who]), handler)
         if admin:
             assert response == type(request).__name__
         else:
             assert response.error_code == Errors.CLUSTER_AUTHORIZATION_FAILED and response.error_message
             assert not response.results and not handler.seen
     handler = Handler("ListTopics")
-    response = await service._authorized(ACL, "ListTopics", pb.ListTopicsRequest(), Context(*CALLERS[who]), handler)
+    response = await service.auth.authorized("ListTopics", pb.ListTopicsRequest(), Context(*CALLERS[who]), handler)
     if caller is None:
         assert response.error_code == DENIED and response.error_message and not handler.seen
     else:
@@ -155,7 +156,7 @@ async def test_a_nodes_settings_are_for_admins(service, who):
     caller = None if who == "unknown" else ACL.identify(*CALLERS[who])
     handler = Handler("DescribeSettings")
     request = pb.DescribeSettingsRequest()
-    response = await service._authorized(ACL, "DescribeSettings", request, Context(*CALLERS[who]), handler)
+    response = await service.auth.authorized("DescribeSettings", request, Context(*CALLERS[who]), handler)
     if caller is not None and ACL.is_admin(caller):
         assert response == "DescribeSettingsRequest"
     else:
