@@ -21,13 +21,13 @@ from typing import Any, Protocol
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
+from groupcoord.base.errors import UserError
 from groupcoord.bench.members import Router
 from groupcoord.chaos.cluster import free_base
+from groupcoord.client.cli_flags import unreachable_hint
 from groupcoord.client.security import PLAINTEXT, ClientSecurity, sync_channel
-from groupcoord.errors import UserError
 from groupcoord.protocol.v1 import groupcoord_pb2 as pb
 from groupcoord.protocol.v1 import groupcoord_pb2_grpc as pb_grpc
-from groupcoord.security_flags import unreachable_hint
 
 # Every bench cluster: the first rebalance of a fresh group is not held back 3 s for more members, and no Kafka
 # listener (the benchmarks speak gRPC; its default port, 9092, may be taken). Flags given later override these.

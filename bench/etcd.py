@@ -26,11 +26,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+from groupcoord.base.errors import UserError
 from groupcoord.bench import groups, offsets
 from groupcoord.bench.cluster import BenchCluster, CpuMeter, proc_cpu_s
 from groupcoord.bench.stats import summary
 from groupcoord.chaos.cluster import free_base
-from groupcoord.errors import UserError
 
 HOSTS = ("127.0.0.1", "127.0.0.2", "127.0.0.3")
 START_TIMEOUT_S = 30.0

@@ -21,11 +21,11 @@ from typing import Any
 
 import grpc
 
+from groupcoord.base.errors import UserError
 from groupcoord.bench.cluster import CHANNEL_OPTIONS, BenchCluster, proc_cpu_s, proc_rss_mb
 from groupcoord.bench.flood_wire import KINDS
 from groupcoord.bench.stats import summary
 from groupcoord.client.security import PLAINTEXT, ClientSecurity, aio_channel
-from groupcoord.errors import UserError
 from groupcoord.protocol.errors import Errors
 from groupcoord.protocol.v1 import groupcoord_pb2 as pb
 from groupcoord.protocol.v1 import groupcoord_pb2_grpc as pb_grpc

@@ -28,6 +28,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from groupcoord.base.errors import UserError
 from groupcoord.bench import groups, offsets
 from groupcoord.bench.cluster import BenchCluster, CpuMeter
 from groupcoord.bench.kafka_client import (
@@ -46,7 +47,6 @@ from groupcoord.bench.stats import summary
 from groupcoord.chaos.cluster import free_base
 from groupcoord.client.assignors import RangeAssignor
 from groupcoord.client.protocol import PROTOCOL_TYPE
-from groupcoord.errors import UserError
 from groupcoord.node.topology import partition_for
 from groupcoord.protocol.errors import Errors
 

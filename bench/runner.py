@@ -12,13 +12,12 @@ from typing import Any
 
 import uvloop
 
-from groupcoord.admin_cli import parse_bootstrap
+from groupcoord.base.errors import UserError
 from groupcoord.bench import cooperative, durability, etcd, flood, groups, idle, kafka_bench, offsets, scale
 from groupcoord.bench.cluster import BASE_FLAGS, MANY_MEMBERS_FLAGS, BenchCluster
 from groupcoord.bench.stats import emit, machine, median_of
+from groupcoord.client.cli_flags import FLAGS, client_security, parse_bootstrap
 from groupcoord.client.security import PLAINTEXT
-from groupcoord.errors import UserError
-from groupcoord.security_flags import FLAGS, client_security
 
 Scenario = Callable[[BenchCluster, argparse.Namespace], Awaitable[dict[str, Any]]]
 KILLS_A_NODE = ("failover", "scale")

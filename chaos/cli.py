@@ -9,7 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-from groupcoord.errors import UserError
+from groupcoord.base.errors import UserError
 
 DURATION = re.compile(r"^(\d+(?:\.\d+)?)(s|m|h)?$")
 UNIT_S = {"s": 1, "m": 60, "h": 3600, None: 1}

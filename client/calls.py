@@ -18,11 +18,11 @@ from typing import Any
 
 import grpc
 
+from groupcoord.base.logfields import fields
 from groupcoord.client.batching import StreamBroken
 from groupcoord.client.discovery import Backoff, Connections
 from groupcoord.client.errors import CoordinatorUnavailable, InvalidRequest, RetriableError, error_for, error_name
 from groupcoord.client.stats import StatsRecorder
-from groupcoord.logfields import fields
 from groupcoord.protocol.errors import Errors
 
 # The member's logger: these lines are about the member, whichever module writes them.

@@ -40,6 +40,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
+from groupcoord.base.logfields import fields
 from groupcoord.client.assignors import COOPERATIVE, EAGER, Assignor, assignors_from, rebalance_protocol
 from groupcoord.client.calls import CoordinatorCalls, Moved
 from groupcoord.client.discovery import Backoff, Connections
@@ -61,7 +62,6 @@ from groupcoord.client.protocol import (
 from groupcoord.client.security import PLAINTEXT, ClientSecurity
 from groupcoord.client.session import Session
 from groupcoord.client.stats import MemberStats, StatsCallback, StatsRecorder, report_stats
-from groupcoord.logfields import fields
 from groupcoord.protocol.errors import Errors
 from groupcoord.protocol.v1 import groupcoord_pb2 as pb
 

@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from groupcoord.logfields import fields
+from groupcoord.base.logfields import fields
 
 TopicPartition = tuple[str, int]
 

@@ -25,11 +25,11 @@ from collections.abc import Awaitable, Callable
 from types import TracebackType
 from typing import Any, TypeVar
 
+from groupcoord.base.logfields import fields
 from groupcoord.client.errors import WaitTimedOut
 from groupcoord.client.member import GroupMember
 from groupcoord.client.protocol import Assignment
 from groupcoord.client.stats import MemberStats
-from groupcoord.logfields import fields
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

@@ -18,9 +18,9 @@ import signal
 import sys
 import time
 
+from groupcoord.base.errors import UserError
 from groupcoord.client import Assignment, GroupMember, RetriableError
-from groupcoord.errors import UserError
-from groupcoord.security_flags import add_security_flags, client_security
+from groupcoord.client.cli_flags import add_security_flags, client_security
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:50051,127.0.0.2:50051,127.0.0.3:50051"
 

@@ -17,8 +17,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
-from groupcoord.errors import UserError
-from groupcoord.security_flags import add_security_flags, client_security, unreachable_hint
+from groupcoord.base.errors import UserError
+from groupcoord.client.cli_flags import add_security_flags, client_security, parse_bootstrap, unreachable_hint
 
 if TYPE_CHECKING:
     from groupcoord.client.admin import Admin, GroupDescription
@@ -40,17 +40,6 @@ class RequestFailed(UserError):
 
 
 # -- plumbing ---------------------------------------------------------------------------------------
-
-
-def parse_bootstrap(text: str) -> list[str]:
-    addresses = [a.strip() for a in text.split(",") if a.strip()]
-    if not addresses:
-        raise UserError("--bootstrap needs at least one host:port")
-    for address in addresses:
-        host, sep, port = address.rpartition(":")
-        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65_536:
-            raise UserError(f"--bootstrap: {address!r} is not host:port")
-    return addresses
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:

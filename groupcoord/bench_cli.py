@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import argparse
 
-from groupcoord.security_flags import add_security_flags
+from groupcoord.client.cli_flags import add_security_flags
 
 # The kinds of `flood` (bench/flood.py, not imported here: `--help` stays quick).
 FLOODS = ("connections", "streams", "requests")

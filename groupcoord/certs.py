@@ -21,7 +21,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from groupcoord.errors import UserError
+from groupcoord.base.errors import UserError
 
 CA_FILE, CA_KEY_FILE = "ca.pem", "ca-key.pem"
 CA_DAYS = 3650

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from groupcoord.errors import UserError
+from groupcoord.base.errors import UserError
 
 
 def _list(text: str) -> list[str]:

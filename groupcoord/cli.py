@@ -15,11 +15,11 @@ from importlib.metadata import version
 from pathlib import Path
 
 from groupcoord import admin_cli, bench_cli, certs_cli, cluster_admin_cli, events_cli, offsets_cli
+from groupcoord.base.errors import UserError
 from groupcoord.chaos import cli as chaos_cli
-from groupcoord.errors import UserError
+from groupcoord.client.cli_flags import add_security_flags, client_security, parse_bootstrap
 from groupcoord.node import config as node_config
 from groupcoord.pipeline import cli as pipeline_cli
-from groupcoord.security_flags import add_security_flags, client_security
 
 # `health --check`: the health service names a node answers (node/server.py).
 HEALTH_CHECKS = {
@@ -88,7 +88,7 @@ def _health(args: argparse.Namespace) -> int:
     if args.address:
         addresses = [args.address]
     elif os.environ.get("GROUPCOORD_BOOTSTRAP"):
-        addresses = admin_cli.parse_bootstrap(os.environ["GROUPCOORD_BOOTSTRAP"])
+        addresses = parse_bootstrap(os.environ["GROUPCOORD_BOOTSTRAP"])
     else:
         addresses = [f"127.0.0.1:{os.environ.get(node_config.ENV_PREFIX + 'PORT', '50051')}"]
     security = client_security(args)

@@ -12,7 +12,7 @@ from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
 from groupcoord.admin_cli import EXIT_OK, Unreachable, add_action, connection_flags, print_json, run, table
-from groupcoord.errors import UserError
+from groupcoord.base.errors import UserError
 from groupcoord.node.topology import Peer, format_peer, parse_peers
 
 if TYPE_CHECKING:

@@ -10,8 +10,8 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from groupcoord.errors import UserError
-from groupcoord.security_flags import add_security_flags, client_security, unreachable_hint
+from groupcoord.base.errors import UserError
+from groupcoord.client.cli_flags import add_security_flags, client_security, unreachable_hint
 
 if TYPE_CHECKING:
     from groupcoord.client.admin import Admin
@@ -51,8 +51,9 @@ def _from_cluster(args: argparse.Namespace, merger: Merger) -> tuple[list[str], 
     """Streams the event files of every node the cluster lists; (nodes read, nodes that failed and why)."""
     import grpc
 
-    from groupcoord.admin_cli import Unreachable, parse_bootstrap
+    from groupcoord.admin_cli import Unreachable
     from groupcoord.client.admin import Admin
+    from groupcoord.client.cli_flags import parse_bootstrap
     from groupcoord.client.errors import BootstrapUnreachable, GroupcoordError
 
     security = client_security(args)

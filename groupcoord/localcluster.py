@@ -32,8 +32,8 @@ import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from groupcoord import certs
+from groupcoord.base.errors import StartupError, UserError
 from groupcoord.client.security import PLAINTEXT, ClientSecurity, SecurityError, sync_channel
-from groupcoord.errors import StartupError, UserError
 from groupcoord.node import config as node_config
 from groupcoord.node.balance import preferred_leader
 from groupcoord.node.topology import Peer

@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from groupcoord.errors import StartupError, UserError
+from groupcoord.base.errors import StartupError, UserError
 from groupcoord.localcluster import (
     STATE_FILE,
     ClusterState,

@@ -13,7 +13,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from groupcoord.errors import UserError
+from groupcoord.base.errors import UserError
 
 TopicPartition = tuple[str, int]
 PARTITIONS = re.compile(r"\d+(,\d+)*")

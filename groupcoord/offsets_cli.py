@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from groupcoord.admin_cli import EXIT_ITEM_FAILED, EXIT_OK, add_action, failures, print_json, run, table
-from groupcoord.errors import UserError
+from groupcoord.base.errors import UserError
 from groupcoord.offset_reset import (
     FileRow,
     Planned,

@@ -13,7 +13,7 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 
-from groupcoord.logfields import fields
+from groupcoord.base.logfields import fields
 from groupcoord.node.partitions import PartitionHost, Role
 from groupcoord.node.topology import Peer
 

@@ -6,7 +6,7 @@ import logging
 import time
 from collections.abc import Callable
 
-from groupcoord.logfields import fields
+from groupcoord.base.logfields import fields
 
 log = logging.getLogger(__name__)
 

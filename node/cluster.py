@@ -26,9 +26,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from groupcoord.base.errors import StartupError, UserError
+from groupcoord.base.logfields import fields
 from groupcoord.coordinator import GroupConfig, GroupCoordinator
-from groupcoord.errors import StartupError, UserError
-from groupcoord.logfields import fields
 from groupcoord.node.balance import LeaderBalancer
 from groupcoord.node.clock import ClusterClock, SystemClock
 from groupcoord.node.events import EventFiles, PartitionEvents

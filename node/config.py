@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from groupcoord.base.errors import UserError
 from groupcoord.coordinator.config import GroupConfig
-from groupcoord.errors import UserError
 
 if TYPE_CHECKING:
     from groupcoord.node.auth import Acl

@@ -20,8 +20,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from groupcoord.base.logfields import fields
 from groupcoord.coordinator.events import Event
-from groupcoord.logfields import fields
 
 log = logging.getLogger(__name__)
 

@@ -14,8 +14,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from groupcoord.base.logfields import fields
 from groupcoord.coordinator.events import Event
-from groupcoord.logfields import fields
 
 log = logging.getLogger(__name__)
 

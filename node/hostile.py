@@ -31,7 +31,7 @@ from typing import Any
 import grpc
 from grpc._cython import cygrpc
 
-from groupcoord.errors import StartupError
+from groupcoord.base.errors import StartupError
 from groupcoord.node.logs import LogBudget, fields
 
 log = logging.getLogger(__name__)

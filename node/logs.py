@@ -12,8 +12,8 @@ import sys
 import time
 from typing import Any
 
-from groupcoord.logfields import FIELDS as _FIELDS
-from groupcoord.logfields import fields
+from groupcoord.base.logfields import FIELDS as _FIELDS
+from groupcoord.base.logfields import fields
 
 __all__ = ["LogBudget", "fields", "setup"]
 

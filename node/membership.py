@@ -21,8 +21,8 @@ from typing import Any
 
 from pysyncobj import FAIL_REASON
 
-from groupcoord.errors import UserError
-from groupcoord.logfields import fields
+from groupcoord.base.errors import UserError
+from groupcoord.base.logfields import fields
 from groupcoord.node.cluster import NodeCluster
 from groupcoord.node.topology import Peer, format_peer, parse_peers
 from groupcoord.protocol.errors import Errors

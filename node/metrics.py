@@ -50,8 +50,8 @@ from prometheus_client import (
     start_http_server,
 )
 
+from groupcoord.base.errors import StartupError
 from groupcoord.coordinator.runtime import Runtime
-from groupcoord.errors import StartupError
 from groupcoord.node import hostile
 from groupcoord.node.config import DEFAULT_MAX_GROUPS, DEFAULT_MAX_OFFSETS
 from groupcoord.node.group_metrics import CoreCollector, GroupCounters

@@ -38,9 +38,9 @@ import msgpack
 from google.protobuf.message import Message
 from pysyncobj import FAIL_REASON
 
+from groupcoord.base.logfields import fields
 from groupcoord.coordinator import Clock, Effects, GroupConfig, GroupCoordinator, GroupStore
 from groupcoord.coordinator.runtime import CoreCallFailed
-from groupcoord.logfields import fields
 from groupcoord.node.responses import error_response
 from groupcoord.protocol import records as r
 from groupcoord.protocol.errors import Errors

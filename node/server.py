@@ -16,7 +16,7 @@ import uvloop
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from groupcoord.errors import StartupError
+from groupcoord.base.errors import StartupError
 from groupcoord.node import logs
 from groupcoord.node.cluster import NodeCluster
 from groupcoord.node.config import NodeSettings

@@ -15,7 +15,7 @@ import grpc
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 
-from groupcoord.errors import StartupError
+from groupcoord.base.errors import StartupError
 from groupcoord.node.config import NodeSettings
 
 

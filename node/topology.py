@@ -15,7 +15,7 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from groupcoord.errors import StartupError, UserError
+from groupcoord.base.errors import StartupError, UserError
 
 # A peers entry's optional Kafka address starts with this (`@kafka=host:port`); the untagged `@host:port` is the
 # gRPC client address, as before the Kafka listener.

@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from pyspark.errors import PySparkRuntimeError
 from pyspark.sql import DataFrame, SparkSession, functions
 
-from groupcoord.errors import UserError
+from groupcoord.base.errors import UserError
 from groupcoord.pipeline import io, report, session, tables
 from groupcoord.pipeline.cli import add_arguments
 

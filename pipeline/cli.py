@@ -6,7 +6,7 @@ import argparse
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from groupcoord.errors import UserError
+from groupcoord.base.errors import UserError
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 

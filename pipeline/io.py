@@ -12,7 +12,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-from groupcoord.errors import UserError
+from groupcoord.base.errors import UserError
 from groupcoord.pipeline import tables
 
 SCHEMA_VERSION = 1

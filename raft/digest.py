@@ -29,7 +29,7 @@ from typing import Any
 
 import msgpack
 
-from groupcoord.logfields import fields
+from groupcoord.base.logfields import fields
 
 log = logging.getLogger(__name__)
 

@@ -48,7 +48,7 @@ from typing import Any
 
 from pysyncobj.journal import Journal
 
-from groupcoord.logfields import fields
+from groupcoord.base.logfields import fields
 
 log = logging.getLogger(__name__)
 

@@ -48,9 +48,9 @@ import msgpack
 from pysyncobj import FAIL_REASON, SyncObjConf
 from pysyncobj.node import TCPNode
 
+from groupcoord.base.logfields import fields
 from groupcoord.coordinator.events import Event, barrier_event, record_event
 from groupcoord.coordinator.state import GroupStore
-from groupcoord.logfields import fields
 from groupcoord.protocol import records as r
 from groupcoord.raft.cipher import RaftCipher
 from groupcoord.raft.digest import StateDigests, read_report, report, state_digest

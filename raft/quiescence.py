@@ -41,7 +41,7 @@ from typing import Any
 import msgpack
 from pysyncobj.monotonic import monotonic as raft_clock
 
-from groupcoord.logfields import fields
+from groupcoord.base.logfields import fields
 
 log = logging.getLogger(__name__)
 

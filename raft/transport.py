@@ -43,7 +43,7 @@ from typing import Any
 from pysyncobj.node import TCPNode
 from pysyncobj.transport import TCPTransport
 
-from groupcoord.logfields import fields
+from groupcoord.base.logfields import fields
 from groupcoord.raft.journal import CheckedJournal
 from groupcoord.raft.quiescence import Quiescence
 

@@ -29,6 +29,7 @@ PUBLIC = (
 INTERNAL = (
     "groupcoord.client.batching",
     "groupcoord.client.calls",
+    "groupcoord.client.cli_flags",
     "groupcoord.client.discovery",
     "groupcoord.client.session",
 )

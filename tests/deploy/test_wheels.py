@@ -29,7 +29,7 @@ CLIENT_DISTS = {"groupcoord-client", "grpcio", "protobuf", "msgpack", "typing-ex
 # Modules of the server and of its dependencies, none of which may be importable with the client alone.
 SERVER_MODULES = (
     "groupcoord.node", "groupcoord.raft", "groupcoord.coordinator", "groupcoord.chaos", "groupcoord.pipeline",
-    "groupcoord.bench", "groupcoord.cli", "groupcoord.errors", "groupcoord.protocol.kafka",
+    "groupcoord.bench", "groupcoord.cli", "groupcoord.protocol.kafka",
     "groupcoord.protocol.records", "pysyncobj", "uvloop", "kio", "grpc_health", "prometheus_client", "cryptography",
 )  # fmt: skip
 

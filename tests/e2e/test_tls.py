@@ -24,17 +24,17 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from groupcoord import certs
+from groupcoord.base.errors import UserError
 from groupcoord.cli import build_parser
 from groupcoord.client import GroupMember
 from groupcoord.client.admin import Admin
+from groupcoord.client.cli_flags import client_security
 from groupcoord.client.errors import BootstrapUnreachable
 from groupcoord.client.security import PLAINTEXT, ClientSecurity, SecurityError, aio_channel, sync_channel
 from groupcoord.client.sync import SyncGroupMember
-from groupcoord.errors import UserError
 from groupcoord.protocol.errors import Errors
 from groupcoord.protocol.v1 import groupcoord_pb2 as pb
 from groupcoord.protocol.v1 import groupcoord_pb2_grpc as pb_grpc
-from groupcoord.security_flags import client_security
 from tests.e2e.support import NodeProcess, start_node, stop_node
 
 FAST = ("--partitions=2",)

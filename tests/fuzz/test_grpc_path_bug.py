@@ -16,7 +16,7 @@ import grpc
 import pytest
 from grpc._cython import cygrpc
 
-from groupcoord.errors import StartupError
+from groupcoord.base.errors import StartupError
 from groupcoord.node.hostile import UNREGISTERED_PATH, MalformedInput, guarded_server
 from tests.e2e.support import start_node, stop_node
 from tests.fuzz import http2

@@ -7,7 +7,7 @@ import logging
 
 import pytest
 
-from groupcoord.logfields import FIELDS
+from groupcoord.base.logfields import FIELDS
 from groupcoord.raft.digest import StateDigests, proposal, state_digest
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from pysyncobj.journal import FileJournal
 
-from groupcoord.logfields import FIELDS
+from groupcoord.base.logfields import FIELDS
 from groupcoord.raft import journal as j
 from groupcoord.raft.journal import CheckedJournal
 

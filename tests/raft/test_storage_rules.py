@@ -17,7 +17,7 @@ import pytest
 from pysyncobj import FAIL_REASON, SyncObjConf
 from pysyncobj.transport import TCPTransport
 
-from groupcoord.logfields import FIELDS
+from groupcoord.base.logfields import FIELDS
 from groupcoord.raft.journal import CheckedJournal
 from groupcoord.raft.transport import DurableTransport
 from tests.raft.test_raft_rules import PATCHED, conf, free_port, module_without, wait

@@ -7,7 +7,7 @@ import logging
 
 import pytest
 
-from groupcoord.logfields import FIELDS
+from groupcoord.base.logfields import FIELDS
 from groupcoord.node.clock import ClusterClock, SystemClock, majority_time_ms
 
 S = 1_000_000_000

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from groupcoord.errors import UserError
+from groupcoord.base.errors import UserError
 from groupcoord.offset_reset import (
     FileRow,
     Planned,

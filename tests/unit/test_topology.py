@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from groupcoord.errors import StartupError, UserError
+from groupcoord.base.errors import StartupError, UserError
 from groupcoord.node.balance import preferred_leader
 from groupcoord.node.topology import (
     Peer,

@@ -1,4 +1,4 @@
-"""`--ca-file`, `--cert-file`, `--key-file`, `--token`: how every client command reaches a TLS cluster.
+"""`--bootstrap`, `--ca-file`, `--cert-file`, `--key-file`, `--token`: how every client command reaches a cluster.
 
 Each flag falls back to its environment variable (GROUPCOORD_CA_FILE, ...); a flag wins. The token is best given
 through the environment (flags show in `ps`), and never appears in help, logs or error messages.
@@ -11,7 +11,7 @@ import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from groupcoord.errors import UserError
+from groupcoord.base.errors import UserError
 
 if TYPE_CHECKING:
     from groupcoord.client.security import ClientSecurity
@@ -50,3 +50,14 @@ def unreachable_hint(security: ClientSecurity) -> str:
     if not security.cert_file:
         return " (if the nodes require client certificates, give --cert-file and --key-file)"
     return ""
+
+
+def parse_bootstrap(text: str) -> list[str]:
+    addresses = [a.strip() for a in text.split(",") if a.strip()]
+    if not addresses:
+        raise UserError("--bootstrap needs at least one host:port")
+    for address in addresses:
+        host, sep, port = address.rpartition(":")
+        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65_536:
+            raise UserError(f"--bootstrap: {address!r} is not host:port")
+    return addresses
