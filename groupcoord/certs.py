@@ -23,7 +23,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from groupcoord.base.errors import UserError
 
-CA_FILE, CA_KEY_FILE = "ca.pem", "ca-key.pem"
+CA_FILE, CA_KEY_FILE, ACL_FILE = "ca.pem", "ca-key.pem", "acl.toml"
 CA_DAYS = 3650
 DEFAULT_DAYS = 825  # the longest leaf validity browsers and most TLS stacks accept
 DEFAULT_CLIENTS = ("admin",)
@@ -179,12 +179,15 @@ def init(
     hosts: list[str] | None = None,
     days: int = DEFAULT_DAYS,
     force: bool = False,
+    ca_key_file: Path | None = None,
 ) -> Issued:
     """Writes a new CA and the node and client certificates it signs into `directory` (created 0700).
 
     Refuses when the directory already holds a CA, unless `force`: replacing a CA silently would lock every
-    client that trusts the old one out.
+    client that trusts the old one out. `ca_key_file` puts the CA's key elsewhere (default: `directory`), so that
+    a directory handed to the nodes whole never holds it.
     """
+    ca_key_path = ca_key_file or directory / CA_KEY_FILE
     extra = list(hosts or [])
     if not 1 <= nodes <= 254:
         raise UserError(f"--nodes must be between 1 and 254, got {nodes}")
@@ -193,11 +196,12 @@ def init(
     check_names(clients, extra)
     if directory.exists() and not directory.is_dir():
         raise UserError(f"{directory} is not a directory")
-    if not force and ((directory / CA_FILE).exists() or (directory / CA_KEY_FILE).exists()):
+    if not force and ((directory / CA_FILE).exists() or ca_key_path.exists()):
         raise UserError(f"{directory} already holds a CA ({CA_FILE}); --force replaces it and every certificate")
     directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+    ca_key_path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     ca_cert, ca_key = _ca(CA_DAYS)
-    _write_key(directory / CA_KEY_FILE, ca_key)
+    _write_key(ca_key_path, ca_key)
     _write_cert(directory / CA_FILE, ca_cert)
     node_files = []
     for node_id in range(1, nodes + 1):
@@ -222,3 +226,49 @@ def init(
         _write_cert(cert_path, cert)
         client_files.append(cert_path)
     return Issued(directory / CA_FILE, tuple(node_files), tuple(client_files))
+
+
+def issue_client(directory: Path, name: str, ca_key_file: Path | None = None, days: int = DEFAULT_DAYS) -> Path:
+    """One more client certificate (subject CN = `name`) signed by the CA `init` wrote into `directory`.
+
+    For an identity added after the first start: the operator then grants it something in acl.toml.
+    """
+    check_names([name], [])
+    if not 1 <= days <= CA_DAYS:
+        raise UserError(f"--days must be between 1 and {CA_DAYS}, got {days}")
+    ca_key_path = ca_key_file or directory / CA_KEY_FILE
+    try:
+        ca_cert = x509.load_pem_x509_certificate((directory / CA_FILE).read_bytes())
+        ca_key = serialization.load_pem_private_key(ca_key_path.read_bytes(), password=None)
+    except (OSError, ValueError) as e:
+        raise UserError(f"cannot read the CA ({directory / CA_FILE}, {ca_key_path}): {e}") from e
+    if not isinstance(ca_key, ec.EllipticCurvePrivateKey):
+        raise UserError(f"{ca_key_path} is not the ECDSA key `groupcoord certs init` writes")
+    cert_path, key_path = client_cert(directory, name)
+    if cert_path.exists():
+        raise UserError(f"{cert_path} exists: a client name is issued once")
+    cert, key = _leaf(ca_key, ca_cert, name, [ExtendedKeyUsageOID.CLIENT_AUTH], [], days)
+    _write_key(key_path, key)
+    _write_cert(cert_path, cert)
+    return cert_path
+
+
+def write_acl(directory: Path, admins: list[str]) -> Path:
+    """`directory/acl.toml` making `admins` the cluster's admins and nobody else anything (docs/SECURITY.md).
+
+    What a deployment starts with: every other identity, anonymous callers included, is refused until an operator
+    adds `[[acl]]` entries.
+    """
+    for name in admins:
+        if not _NAME.match(name):
+            raise UserError(f"--admins: {name!r} is not an identity (letters, digits, '.', '_' or '-')")
+    if not admins:
+        raise UserError("--admins needs at least one identity")
+    path = directory / ACL_FILE
+    listed = ", ".join(f'"{name}"' for name in dict.fromkeys(admins))
+    path.write_text(
+        "# Written by `groupcoord certs init --admins`: these identities (certificate CNs) may do everything;\n"
+        "# any other caller, anonymous ones included, nothing until an [[acl]] entry grants it (docs/SECURITY.md).\n"
+        f"admins = [{listed}]\n"
+    )
+    return path

@@ -41,7 +41,7 @@ ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
 K8S = DEPLOY / "k8s"
 COMPOSE_5 = DEPLOY / "docker-compose.5.yml"
-COMPOSE_TLS = DEPLOY / "compose.tls.yml"
+CREDENTIALS = "/etc/groupcoord/credentials"  # where every compose node finds its certificate, key and acl.toml
 COMPOSE_FILES = sorted({*ROOT.glob("docker-compose*.yml"), *DEPLOY.glob("docker-compose*.yml")})
 
 # Any value will do for interpolation; the files must take it from the environment.
@@ -178,26 +178,81 @@ def test_compose_kafka_clients_are_told_published_ports(path: Path):
             assert (host, port) in mappings, f"node {node_id} names node {other} {host}:{port}; it publishes {mappings}"
 
 
-def test_the_tls_override_leaves_the_kafka_listener_on():
-    """A TLS node serves Kafka over TLS on its Kafka port: the override keeps the base file's port, still published
-    where each node's `@kafka=` address says."""
+def _credentials_service(model: dict[str, Any]) -> dict[str, Any]:
+    return model["services"]["credentials"]
+
+
+@pytest.mark.parametrize("path", COMPOSE_FILES, ids=rel)
+def test_compose_nodes_serve_mutual_tls_with_an_acl_by_default(path: Path):
+    """As shipped, every node requires a client certificate of the cluster's CA on its client and Kafka ports, and
+    judges callers by acl.toml; each uses its own certificate; each starts after the credentials exist."""
+    model = compose_model(path)
+    for name, service in groupcoord_nodes(model).items():
+        env = service["environment"]
+        node_id = env["GROUPCOORD_NODE_ID"]
+        assert env["GROUPCOORD_TLS_CERT_FILE"] == env["GROUPCOORD_CERT_FILE"] == f"{CREDENTIALS}/node-{node_id}.pem"
+        assert env["GROUPCOORD_TLS_KEY_FILE"] == env["GROUPCOORD_KEY_FILE"] == f"{CREDENTIALS}/node-{node_id}-key.pem"
+        assert env["GROUPCOORD_TLS_CLIENT_CA_FILE"] == env["GROUPCOORD_CA_FILE"] == f"{CREDENTIALS}/ca.pem"
+        assert env["GROUPCOORD_TLS_CLIENT_AUTH"] == "require", name
+        assert env["GROUPCOORD_ACL_FILE"] == f"{CREDENTIALS}/acl.toml", name
+        mounts = {v["target"]: v for v in service["volumes"]}
+        assert mounts[CREDENTIALS] == {"type": "volume", "source": "credentials", "target": CREDENTIALS,
+                                       "read_only": True, "volume": {}}, name  # fmt: skip
+        assert service["depends_on"]["credentials"]["condition"] == "service_completed_successfully", name
+    # The CA's key is in a volume only the credentials service mounts.
+    credentials = _credentials_service(model)
+    ca_volume = {v["target"]: v["source"] for v in credentials["volumes"]}["/etc/groupcoord/ca"]
+    assert all(v["source"] != ca_volume for s in groupcoord_nodes(model).values() for v in s["volumes"])
+
+
+@pytest.mark.parametrize("path", COMPOSE_FILES, ids=rel)
+def test_the_credentials_service_writes_what_the_nodes_load(path: Path, tmp_path: Path):
+    """The credentials service's own command, run here against a directory: it writes each node's certificate and an
+    acl.toml the node's loader accepts, making `admin` and the nodes admins and nobody else anything; run again it
+    leaves everything as it was (a restart must not make a new CA)."""
+    from groupcoord.node.auth import ANONYMOUS, Caller, load_acl
+
+    model = compose_model(path)
+    command = list(_credentials_service(model)["command"])
+    assert command[:3] == ["certs", "init", CREDENTIALS] and "--if-missing" in command
+    target = tmp_path / "credentials"
+    args = [tmp_path / "ca" / "ca-key.pem" if a.startswith("--ca-key-file=") else a for a in command[3:]]
+    argv = [*command[:2], str(target), *[f"--ca-key-file={a}" if isinstance(a, Path) else a for a in args]]
+
+    def run() -> dict[str, bytes]:
+        done = subprocess.run([sys.executable, "-m", "groupcoord", *argv], capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        return {f.name: f.read_bytes() for f in target.iterdir()}
+
+    first = run()
+    assert run() == first
+    assert "ca-key.pem" not in first and (tmp_path / "ca" / "ca-key.pem").exists()
+    for node_id in range(1, len(groupcoord_nodes(model)) + 1):
+        assert {f"node-{node_id}.pem", f"node-{node_id}-key.pem"} <= set(first)
+    acl = load_acl(target / "acl.toml")
+    admins = ["admin", *(f"node-{k}" for k in range(1, len(groupcoord_nodes(model)) + 1))]
+    assert all(acl.is_admin(Caller(name, "certificate")) for name in admins)
+    for caller in (ANONYMOUS, Caller("someone", "certificate")):
+        assert not acl.is_admin(caller) and not acl.allows(caller, "any-group", "describe")
+
+
+def test_own_credentials_replace_the_generated_ones():
+    """GROUPCOORD_CREDENTIALS_DIR (an absolute path) mounts the operator's own files instead of the volume."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("COMPOSE_", "GROUPCOORD_"))}
-    env.update(GROUPCOORD_CLUSTER_SECRET=SECRET, GROUPCOORD_TLS_DIR="/nonexistent/tls")
-    command = [str(compose_binary()), "-f", str(ROOT / "docker-compose.yml"), "-f", str(COMPOSE_TLS)]
-    result = subprocess.run([*command, "config", "--format", "json"], env=env, capture_output=True, text=True)
+    env.update(GROUPCOORD_CLUSTER_SECRET=SECRET, GROUPCOORD_CREDENTIALS_DIR="/srv/pki")
+    command = [str(compose_binary()), "-f", str(ROOT / "docker-compose.yml"), "config", "--format", "json"]
+    result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=60, check=False)
     assert result.returncode == 0, result.stderr
-    nodes = groupcoord_nodes(json.loads(result.stdout))
-    assert nodes and all(s["environment"]["GROUPCOORD_TLS_CERT_FILE"] for s in nodes.values())
-    assert {s["environment"]["GROUPCOORD_KAFKA_PORT"] for s in nodes.values()} == {str(KAFKA_PORT)}
-    for name, service in nodes.items():
-        node_id = int(service["environment"]["GROUPCOORD_NODE_ID"])
-        assert [int(p["published"]) for p in published(service, KAFKA_PORT)] == [KAFKA_PORT + node_id - 1], name
+    model = json.loads(result.stdout)
+    for service in [*groupcoord_nodes(model).values(), _credentials_service(model)]:
+        [mount] = [v for v in service["volumes"] if v["target"] == CREDENTIALS]
+        assert (mount["type"], mount["source"]) == ("bind", "/srv/pki"), mount
 
 
 def test_compose_5_nodes():
     model = compose_model(COMPOSE_5)
     nodes = groupcoord_nodes(model)
-    assert sorted(nodes) == [f"node{k}" for k in range(1, 6)] == sorted(model["services"])
+    assert sorted(nodes) == [f"node{k}" for k in range(1, 6)] == sorted(set(model["services"]) - {"credentials"})
     peers = parse_peers(nodes["node1"]["environment"]["GROUPCOORD_PEERS"])
     host = "127.0.0.1"  # the published ports', for gRPC and Kafka clients
     assert peers == [
@@ -222,7 +277,7 @@ def test_compose_5_nodes():
         }
         expected_health = {"interval": "5s", "timeout": "3s", "retries": 3, "start_period": "10s"}
         assert service["healthcheck"] == {"test": ["CMD", "groupcoord", "health"], **expected_health}
-        [volume] = service["volumes"]
+        [volume] = [v for v in service["volumes"] if v["target"] != CREDENTIALS]
         assert volume["type"] == "volume" and volume["target"] == DATA_DIR, volume
         assert volume["source"] in declared_volumes, f"node{k}'s volume {volume['source']} is not a named volume"
         sources.add(volume["source"])
@@ -335,7 +390,8 @@ def test_pods_get_their_settings_secret_and_data_volume():
     config_map = only("ConfigMap")
     assert {"configMapRef": {"name": config_map["metadata"]["name"]}} in container["envFrom"]
     [secret_env] = [e for e in container["env"] if e["name"] == "GROUPCOORD_CLUSTER_SECRET"]
-    [example] = [doc for doc in load_all(K8S / "secret.example.yaml") if doc["kind"] == "Secret"]
+    [example] = [doc for doc in load_all(K8S / "secret.example.yaml") if secret_env["valueFrom"]["secretKeyRef"]["name"]
+                 == doc["metadata"]["name"]]  # fmt: skip
     assert secret_env["valueFrom"]["secretKeyRef"] == {
         "name": example["metadata"]["name"],
         "key": next(iter(example["stringData"])),
@@ -355,6 +411,47 @@ def test_pods_get_their_settings_secret_and_data_volume():
     assert container["securityContext"]["readOnlyRootFilesystem"] is True
     pod_security = sts["spec"]["template"]["spec"]["securityContext"]
     assert (pod_security["runAsUser"], pod_security["fsGroup"], pod_security["runAsNonRoot"]) == (10001, 10001, True)
+
+
+def test_pods_serve_mutual_tls_with_an_acl_from_the_credentials_secret(tmp_path: Path):
+    """Each pod serves mutual TLS with its own certificate and judges callers by acl.toml, both from the Secret whose
+    shape secret.example.yaml shows; the certificates that file's command makes are valid for every peer's name."""
+    sts = only("StatefulSet")
+    [container] = sts["spec"]["template"]["spec"]["containers"]
+    data = only("ConfigMap")["data"]
+    mount = next(m for m in container["volumeMounts"] if m["name"] == "credentials")
+    assert mount["readOnly"] is True
+    directory = mount["mountPath"]
+    assert data["GROUPCOORD_TLS_CLIENT_CA_FILE"] == data["GROUPCOORD_CA_FILE"] == f"{directory}/ca.pem"
+    assert data["GROUPCOORD_TLS_CLIENT_AUTH"] == "require"
+    assert data["GROUPCOORD_ACL_FILE"] == f"{directory}/acl.toml"
+    # The container's command and its postStart hook, run by a real shell as pod groupcoord-2 (node 3), with a
+    # `groupcoord` on PATH that prints what it was given.
+    stub = tmp_path / "groupcoord"
+    stub.write_text('#!/bin/sh\nenv | grep ^GROUPCOORD_ | sort\necho "argv: $*"\n')
+    stub.chmod(0o755)
+    env = {"PATH": f"{tmp_path}:/usr/bin:/bin", "HOSTNAME": "groupcoord-2"}
+    hook = container["lifecycle"]["postStart"]["exec"]["command"]
+    for command in (container["command"], hook):
+        shell = [c.replace("/proc/1/fd/1", "/dev/stdout") for c in command]
+        done = subprocess.run(shell, env=env, capture_output=True, text=True, timeout=10, check=True)
+        if command is hook:
+            assert f"--cert-file {directory}/node-3.pem --key-file {directory}/node-3-key.pem" in done.stdout
+        else:
+            assert f"GROUPCOORD_TLS_CERT_FILE={directory}/node-3.pem" in done.stdout.splitlines()
+            assert f"GROUPCOORD_TLS_KEY_FILE={directory}/node-3-key.pem" in done.stdout.splitlines()
+            assert "argv: node" in done.stdout
+    [volume] = [v for v in sts["spec"]["template"]["spec"]["volumes"] if v["name"] == "credentials"]
+    examples = {doc["metadata"]["name"]: doc for doc in load_all(K8S / "secret.example.yaml")}
+    example = examples[volume["secret"]["secretName"]]
+    assert {"ca.pem", "acl.toml", "node-1.pem", "node-1-key.pem"} <= set(example["stringData"])
+    assert volume["secret"]["defaultMode"] == 0o440  # the pod's fsGroup (10001) reads it, nobody else
+    # The documented `certs init --hosts` covers each peer's DNS name (one wildcard label, as TLS matches it).
+    [hosts] = re.findall(r"--hosts '([^']+)'", (K8S / "secret.example.yaml").read_text())
+    patterns = hosts.split(",")
+    for peer in parse_peers(data["GROUPCOORD_PEERS"]):
+        rest = peer.host.partition(".")[2]
+        assert peer.host in patterns or f"*.{rest}" in patterns, f"no certificate name covers {peer.host}"
 
 
 def test_a_new_pod_joins_the_voters_by_the_command_tested_on_node_processes():

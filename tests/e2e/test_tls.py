@@ -32,6 +32,7 @@ from groupcoord.client.cli_flags import client_security
 from groupcoord.client.errors import BootstrapUnreachable
 from groupcoord.client.security import PLAINTEXT, ClientSecurity, SecurityError, aio_channel, sync_channel
 from groupcoord.client.sync import SyncGroupMember
+from groupcoord.node.auth import load_acl
 from groupcoord.protocol.errors import Errors
 from groupcoord.protocol.v1 import groupcoord_pb2 as pb
 from groupcoord.protocol.v1 import groupcoord_pb2_grpc as pb_grpc
@@ -355,6 +356,36 @@ def test_certs_init_writes_a_ca_node_and_client_certificates(tmp_path: Path):
 
     bad = groupcoord("certs", "init", str(tmp_path / "x"), "--clients", "ca")
     assert bad.returncode == 2 and "client name 'ca'" in bad.stderr
+
+
+def test_certs_init_for_a_deployment_keeps_the_ca_key_apart_writes_an_acl_and_runs_once(tmp_path: Path):
+    """What the compose credentials service runs at every start: the first writes, later ones change nothing."""
+    directory, ca_key = tmp_path / "credentials", tmp_path / "ca" / "ca-key.pem"
+    argv = ("certs", "init", str(directory), "--if-missing", "--nodes=2", "--clients=admin",
+            "--admins=admin,node-1,node-2", f"--ca-key-file={ca_key}")  # fmt: skip
+    made = groupcoord(*argv)
+    assert made.returncode == 0, made.stderr
+    assert not (directory / "ca-key.pem").exists() and stat.S_IMODE(ca_key.stat().st_mode) == 0o600
+    acl = load_acl(directory / "acl.toml")
+    assert acl.admins == {"admin", "node-1", "node-2"} and not acl.rules and not acl.tokens
+    written = {f.name: f.read_bytes() for f in directory.iterdir()}
+    again = groupcoord(*argv)
+    assert again.returncode == 0 and "nothing written" in again.stdout, again.stderr
+    assert {f.name: f.read_bytes() for f in directory.iterdir()} == written
+
+    issued = groupcoord("certs", "issue", str(directory), "team-a", f"--ca-key-file={ca_key}")
+    assert issued.returncode == 0, issued.stderr
+    ca = x509.load_pem_x509_certificate((directory / "ca.pem").read_bytes())
+    cert = x509.load_pem_x509_certificate(certs.client_cert(directory, "team-a")[0].read_bytes())
+    cert.verify_directly_issued_by(ca)
+    assert cert.subject.get_attributes_for_oid(NameOID.COMMON_NAME)[0].value == "team-a"
+    twice = groupcoord("certs", "issue", str(directory), "team-a", f"--ca-key-file={ca_key}")
+    assert twice.returncode == 2 and "issued once" in twice.stderr
+    no_key = groupcoord("certs", "issue", str(directory), "team-b")
+    assert no_key.returncode == 2 and "cannot read the CA" in no_key.stderr
+
+    unknown = groupcoord("certs", "init", str(tmp_path / "y"), "--admins=bob")
+    assert unknown.returncode == 2 and "bob is neither a --clients name nor node-1..node-3" in unknown.stderr
 
 
 # -- bad TLS settings ------------------------------------------------------------------------------------
