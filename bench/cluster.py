@@ -1,8 +1,8 @@
 """The cluster a benchmark runs against: three local node processes it starts and stops itself, or an
 existing cluster named by `--bootstrap` (then nothing is started, killed or sampled for RSS/CPU).
 
-Nodes listen on 127.0.0.1-3 on ports below the ephemeral range (`free_base`), in a temporary directory
-removed at the end; `stop()` always ends every node it started.
+Nodes are started by the node launcher (node/launcher.py) on 127.0.0.1-3, on ports below the ephemeral range
+(`free_base`), in a temporary directory removed at the end; `stop()` always ends every node it started.
 """
 
 from __future__ import annotations
@@ -11,21 +11,21 @@ import os
 import secrets
 import shutil
 import signal
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any, Protocol
 
 import grpc
-from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_health.v1 import health_pb2
 
 from groupcoord.base.errors import UserError
 from groupcoord.bench.members import Router
-from groupcoord.chaos.cluster import free_base
 from groupcoord.client.cli_flags import unreachable_hint
 from groupcoord.client.security import PLAINTEXT, ClientSecurity, sync_channel
+from groupcoord.node import launcher
+from groupcoord.node.launcher import free_base
+from groupcoord.node.topology import Peer
 from groupcoord.protocol.v1 import groupcoord_pb2 as pb
 from groupcoord.protocol.v1 import groupcoord_pb2_grpc as pb_grpc
 
@@ -36,9 +36,7 @@ BASE_FLAGS = ("--group-initial-rebalance-delay-ms=0", "--kafka-port=-1")
 # connection per node, so it is not held to the default of 1,000 calls per connection (a real client process has
 # one or a few members). The flood scenario measures the defaults.
 MANY_MEMBERS_FLAGS = ("--max-concurrent-streams=20000",)
-CHANNEL_OPTIONS = (("grpc.enable_http_proxy", 0),)
 CLK_TCK = os.sysconf("SC_CLK_TCK")
-STOP_WAIT_S = 10.0
 START_TIMEOUT_S = 60.0
 # A --bootstrap cluster is already up: it answers at once or not at all (wrong address, TLS without --ca-file).
 BOOTSTRAP_READY_S = 15.0
@@ -80,7 +78,7 @@ class BenchCluster:
         # How the bench's clients reach a --bootstrap cluster that serves TLS or wants a token.
         self.security = security
         self.addresses: dict[int, str] = {}
-        self.procs: dict[int, subprocess.Popen[bytes]] = {}
+        self.procs: dict[int, launcher.Proc] = {}
         self._dir: Path | None = None
         self._channels: dict[str, grpc.Channel] = {}
         if bootstrap:
@@ -106,20 +104,15 @@ class BenchCluster:
                 ) from None
             return
         self._dir = Path(tempfile.mkdtemp(prefix="groupcoord-bench-"))
-        peers = ",".join(f"{i}={a}:{self._raft[i]}" for i, a in self.addresses.items())
-        env = {**os.environ, "GROUPCOORD_CLUSTER_SECRET": secrets.token_hex(16)}
-        for node_id, address in self.addresses.items():
-            host, port = address.rsplit(":", 1)
-            cmd = [
-                sys.executable, "-m", "groupcoord", "node", f"--node-id={node_id}", f"--host={host}",
-                f"--port={port}", f"--peers={peers}", f"--data-dir={self._dir / f'node{node_id}'}",
-                "--log-format=json", *self.node_flags,
-            ]  # fmt: skip
-            with (self._dir / f"node{node_id}.log").open("ab") as log:
-                self.procs[node_id] = subprocess.Popen(
-                    cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env,
-                    start_new_session=True,
-                )  # fmt: skip
+        hosts = {i: a.rsplit(":", 1) for i, a in self.addresses.items()}
+        peers = tuple(Peer(i, host, int(port), self._raft[i]) for i, (host, port) in hosts.items())
+        secret = secrets.token_hex(16)
+        for node_id, (host, port) in hosts.items():
+            options = launcher.NodeOptions(
+                host=host, port=int(port), node_id=node_id, peers=peers, data_dir=self._dir / f"node{node_id}",
+                flags=tuple(self.node_flags),
+            )  # fmt: skip
+            self.procs[node_id] = launcher.start(options, self._dir / f"node{node_id}.log", secret)
         self.wait_ready()
         self._wait_balanced()
 
@@ -138,15 +131,7 @@ class BenchCluster:
         for channel in self._channels.values():
             channel.close()
         self._channels.clear()
-        for proc in self.procs.values():
-            if proc.poll() is None:
-                proc.send_signal(signal.SIGTERM)
-        for proc in self.procs.values():
-            try:
-                proc.wait(STOP_WAIT_S)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        launcher.stop_procs(self.procs.values())
         self.procs.clear()
         if self._dir is not None:
             shutil.rmtree(self._dir, ignore_errors=True)
@@ -156,8 +141,7 @@ class BenchCluster:
         """kill -9 of a node this benchmark started."""
         if not self.owned:
             raise RuntimeError("cannot kill a node of a --bootstrap cluster")
-        self.procs[node_id].send_signal(signal.SIGKILL)
-        self.procs[node_id].wait()
+        launcher.kill(self.procs[node_id])
 
     def alive(self) -> list[int]:
         return [i for i in self.addresses if not self.owned or self.procs[i].poll() is None]
@@ -167,7 +151,7 @@ class BenchCluster:
 
     def _channel(self, address: str) -> grpc.Channel:
         if address not in self._channels:
-            self._channels[address] = sync_channel(address, self.security, CHANNEL_OPTIONS)
+            self._channels[address] = sync_channel(address, self.security, launcher.CHANNEL_OPTIONS)
         return self._channels[address]
 
     def router(self, batched: bool = True) -> Router:
@@ -178,13 +162,8 @@ class BenchCluster:
         return pb_grpc.GroupCoordinatorStub(self._channel(address))
 
     def serving(self, node_id: int) -> bool:
-        try:
-            reply = health_pb2_grpc.HealthStub(self._channel(self.addresses[node_id])).Check(
-                health_pb2.HealthCheckRequest(), timeout=1.0
-            )
-        except grpc.RpcError:
-            return False
-        return reply.status == health_pb2.HealthCheckResponse.SERVING
+        status = launcher.health_status(self._channel(self.addresses[node_id]), service="")
+        return status == health_pb2.HealthCheckResponse.SERVING
 
     def leaders(self, node_id: int | None = None) -> dict[int, int] | None:
         """Partition → leader node id as `node_id` (default: the first live node) sees it."""

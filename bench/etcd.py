@@ -23,6 +23,7 @@ import signal
 import subprocess
 import tempfile
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +31,7 @@ from groupcoord.base.errors import UserError
 from groupcoord.bench import groups, offsets
 from groupcoord.bench.cluster import BenchCluster, CpuMeter, proc_cpu_s
 from groupcoord.bench.stats import summary
-from groupcoord.chaos.cluster import free_base
+from groupcoord.node.launcher import free_base
 
 HOSTS = ("127.0.0.1", "127.0.0.2", "127.0.0.3")
 START_TIMEOUT_S = 30.0
@@ -208,7 +209,7 @@ async def etcd_vs_groupcoord(cluster: BenchCluster, args: argparse.Namespace, in
     etcd.start()
     try:
         leader = await etcd.wait_ready()
-        pairs = {
+        pairs: dict[str, tuple[Callable[[], Awaitable[dict[str, Any]]], Callable[[], Awaitable[dict[str, Any]]]]] = {
             "sequential": (
                 lambda: _sequential(etcd, leader, args.ops),
                 lambda: offsets.commit_latency(cluster, args.ops, batched=False),

@@ -228,7 +228,9 @@ class Simulation:
         instance = ""
         if group.pending and self.rng.random() < 0.8:
             member = group.pending.pop(0)
-            records = [("pending_member_removed", member, group.generation, "pending_joined", group.state, {})]
+            records: list[Rec] = [
+                ("pending_member_removed", member, group.generation, "pending_joined", group.state, {})
+            ]
         elif self.rng.random() < STATIC_SHARE:
             member = self._new_member()
             instance = f"{group.name}-instance-{len(group.instances)}"

@@ -22,10 +22,11 @@ from typing import Any
 import grpc
 
 from groupcoord.base.errors import UserError
-from groupcoord.bench.cluster import CHANNEL_OPTIONS, BenchCluster, proc_cpu_s, proc_rss_mb
+from groupcoord.bench.cluster import BenchCluster, proc_cpu_s, proc_rss_mb
 from groupcoord.bench.flood_wire import KINDS
 from groupcoord.bench.stats import summary
 from groupcoord.client.security import PLAINTEXT, ClientSecurity, aio_channel
+from groupcoord.node.launcher import CHANNEL_OPTIONS
 from groupcoord.protocol.errors import Errors
 from groupcoord.protocol.v1 import groupcoord_pb2 as pb
 from groupcoord.protocol.v1 import groupcoord_pb2_grpc as pb_grpc
@@ -39,7 +40,7 @@ class FloodProcess:
     def __init__(
         self, host: str, port: int, kind: str, count: int, sources: int = 1, open_timeout_s: float = 60.0
     ) -> None:
-        self.config = {
+        self.config: dict[str, Any] = {
             "host": host, "port": port, "kind": kind, "count": count, "sources": sources,
             "open_timeout_s": open_timeout_s,
         }  # fmt: skip
@@ -72,7 +73,8 @@ class FloodProcess:
         line = await asyncio.wait_for(self.proc.stdout.readline(), timeout_s)
         if not line:
             raise RuntimeError(f"flood process {self.proc.pid} exited with {await self.proc.wait()}")
-        return json.loads(line)
+        reply: dict[str, Any] = json.loads(line)
+        return reply
 
 
 def fd_count(pid: int) -> int | None:
@@ -234,7 +236,7 @@ RSS_CHECKPOINTS_S = (1.0, 5.0, 15.0)
 AFTER_POLL_S = 0.5
 
 
-async def _watch_after(client: GoodClient, sampler: NodeSampler, baseline_mb: float, plan: FloodPlan) -> dict:
+async def _watch_after(client: GoodClient, sampler: NodeSampler, baseline_mb: float, plan: FloodPlan) -> dict[str, Any]:
     """RSS at the checkpoints after a flood, and how long until it is back within the band of baseline."""
     ended = time.monotonic()
     checkpoints = [s for s in RSS_CHECKPOINTS_S if s < plan.after_s] + [plan.after_s]
@@ -304,7 +306,7 @@ async def run_floods(address: str, pid: int, plan: FloodPlan, security: ClientSe
         sampler.start()
         client.phase = "baseline"
         await asyncio.sleep(plan.baseline_s)
-        baseline = {
+        baseline: dict[str, Any] = {
             "good_client": client.report("baseline"),
             "rss_mb": round(sampler.rss_mb(), 1),
             "fds": fd_count(pid),

@@ -293,7 +293,7 @@ def source_address(i: int, sources: int) -> str | None:
 
 async def open_connections(
     host: str, port: int, count: int, timeout_s: float, sources: int = 1
-) -> tuple[list[H2Connection], dict]:
+) -> tuple[list[H2Connection], dict[str, Any]]:
     """`count` connections through the preface and SETTINGS, from `sources` addresses, OPEN_AT_ONCE at a time."""
     at_once = asyncio.Semaphore(OPEN_AT_ONCE)
     failed: Counter[str] = Counter()
@@ -312,7 +312,7 @@ async def open_connections(
 
 async def open_streams(
     host: str, port: int, count: int, body: bytes | None, timeout_s: float
-) -> tuple[list[H2Connection], dict]:
+) -> tuple[list[H2Connection], dict[str, Any]]:
     """`count` streams on one connection, written in batches, ignoring the server's stream limit."""
     started = time.monotonic()
     conn, why = await connect(host, port, timeout_s, decode_headers=True)
@@ -334,7 +334,7 @@ async def open_streams(
     }
 
 
-def close_all(conns: list[H2Connection]) -> dict:
+def close_all(conns: list[H2Connection]) -> dict[str, Any]:
     """Resets every open stream and closes every connection; what the server did to them meanwhile."""
     closed_by_server = sum(c.closed.done() for c in conns)
     reset = sum(c.reset_open_streams() for c in conns if not c.closed.done())

@@ -9,7 +9,7 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from groupcoord.bench.cluster import BenchCluster, CpuMeter
 from groupcoord.bench.members import (
@@ -70,7 +70,10 @@ class Fleet:
             await asyncio.gather(*(leave(self.router, ms) for ms in self.groups.values()), return_exceptions=True)
 
 
-async def _with_fleet(cluster: BenchCluster, interval_ms: int, body: Callable[[Fleet], Awaitable[Any]]) -> Any:
+T = TypeVar("T")
+
+
+async def _with_fleet(cluster: BenchCluster, interval_ms: int, body: Callable[[Fleet], Awaitable[T]]) -> T:
     router = cluster.router()
     fleet = Fleet(router, interval_ms)
     try:
@@ -90,7 +93,9 @@ def _group_result(group: Any, members: list[Member], describe_ms: float) -> dict
     }
 
 
-async def _stable_described(fleet: Fleet, members: list[Member], start: float, above_generation: int = 0) -> dict:
+async def _stable_described(
+    fleet: Fleet, members: list[Member], start: float, above_generation: int = 0
+) -> dict[str, Any]:
     """Waits until the members are stable and DescribeGroups agrees (Stable, same generation, every member)."""
     while True:
         done = await wait_stable(members, FORM_TIMEOUT_S, above_generation)
@@ -184,7 +189,7 @@ async def failover(cluster: BenchCluster, groups: int, per_group: int, interval_
     return await _with_fleet(cluster, interval_ms, body)
 
 
-async def _first_heartbeats(fleet: Fleet, moved: list[str], killed: float, timeout_s: float = 30.0) -> dict:
+async def _first_heartbeats(fleet: Fleet, moved: list[str], killed: float, timeout_s: float = 30.0) -> dict[str, Any]:
     """Per moved group, seconds from the kill until every member has had a heartbeat accepted after it."""
     deadline = time.monotonic() + timeout_s
     times: dict[str, float] = {}
@@ -193,8 +198,9 @@ async def _first_heartbeats(fleet: Fleet, moved: list[str], killed: float, timeo
             if g in times:
                 continue
             firsts = [next((t for t, _ in m.latencies if t > killed), None) for m in fleet.groups[g]]
-            if all(t is not None for t in firsts):
-                times[g] = max(firsts) - killed  # type: ignore[type-var]
+            seen = [t for t in firsts if t is not None]
+            if len(seen) == len(firsts):  # every member has had one
+                times[g] = max(seen) - killed
         await asyncio.sleep(0.01)
     if len(times) < len(moved):
         missing = len(moved) - len(times)

@@ -61,15 +61,17 @@ def _join(parts: list[bytes]) -> bytes:
     return b"".join(len(p).to_bytes(4, "big") + p for p in parts)
 
 
-async def _unary(raw: bytes, _context: grpc.aio.ServicerContext) -> bytes:
+async def _unary(raw: bytes, _context: grpc.aio.ServicerContext[bytes, bytes]) -> bytes:
     return _answer(raw)
 
 
-async def _batch(raw: bytes, _context: grpc.aio.ServicerContext) -> bytes:
+async def _batch(raw: bytes, _context: grpc.aio.ServicerContext[bytes, bytes]) -> bytes:
     return _join([_answer(part) for part in _split(raw)])
 
 
-async def _stream(requests: AsyncIterator[bytes], _context: grpc.aio.ServicerContext) -> AsyncIterator[bytes]:
+async def _stream(
+    requests: AsyncIterator[bytes], _context: grpc.aio.ServicerContext[bytes, bytes]
+) -> AsyncIterator[bytes]:
     async for raw in requests:
         yield _answer(raw)
 
@@ -83,7 +85,7 @@ class _Pipe(asyncio.Protocol):
         self.early: list[bytes] = []
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
+        self.transport = transport  # type: ignore[assignment]  # a stream protocol is handed a Transport
 
     def data_received(self, data: bytes) -> None:
         if self.peer is None:
@@ -119,7 +121,7 @@ async def _forward(listen_port: int, target_port: int) -> asyncio.Server:
 
 
 async def _serve(port: int, kind: str) -> None:
-    handlers = {
+    handlers: dict[str, grpc.RpcMethodHandler[bytes, bytes]] = {
         "Unary": grpc.unary_unary_rpc_method_handler(_unary),
         "Batch": grpc.unary_unary_rpc_method_handler(_batch),
         "Stream": grpc.stream_stream_rpc_method_handler(_stream),
@@ -154,7 +156,7 @@ def _own_cpu_s() -> float:
 
 
 async def _unary_mode(channel: grpc.aio.Channel, heartbeats: int, concurrency: int, _batch_size: int) -> None:
-    call = channel.unary_unary(f"/{SERVICE}/Unary")
+    call: grpc.aio.UnaryUnaryMultiCallable[bytes, bytes] = channel.unary_unary(f"/{SERVICE}/Unary")
     per_worker = heartbeats // concurrency
 
     async def worker() -> None:
@@ -169,7 +171,7 @@ async def _stream_mode(channel: grpc.aio.Channel, heartbeats: int, concurrency: 
     per_worker = heartbeats // concurrency
 
     async def worker() -> None:
-        stream = channel.stream_stream(f"/{SERVICE}/Stream")()
+        stream: grpc.aio.StreamStreamCall[bytes, bytes] = channel.stream_stream(f"/{SERVICE}/Stream")()
         for _ in range(per_worker):
             await stream.write(REQUEST)
             await stream.read()
@@ -179,7 +181,7 @@ async def _stream_mode(channel: grpc.aio.Channel, heartbeats: int, concurrency: 
 
 
 async def _batch_mode(channel: grpc.aio.Channel, heartbeats: int, concurrency: int, batch_size: int) -> None:
-    call = channel.unary_unary(f"/{SERVICE}/Batch")
+    call: grpc.aio.UnaryUnaryMultiCallable[bytes, bytes] = channel.unary_unary(f"/{SERVICE}/Batch")
     payload = _join([REQUEST] * batch_size)
     per_worker = heartbeats // concurrency // batch_size
 
@@ -199,7 +201,7 @@ MODES: dict[str, Callable[[grpc.aio.Channel, int, int, int], Awaitable[None]]] =
 
 async def _sequential(channel: grpc.aio.Channel, calls: int) -> dict[str, float]:
     """One unary call at a time: the latency a lone client sees."""
-    call = channel.unary_unary(f"/{SERVICE}/Unary")
+    call: grpc.aio.UnaryUnaryMultiCallable[bytes, bytes] = channel.unary_unary(f"/{SERVICE}/Unary")
     times = []
     for _ in range(calls):
         start = time.perf_counter()
@@ -230,7 +232,8 @@ async def _measure(port: int, server_pid: int, args: argparse.Namespace) -> dict
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        port: int = s.getsockname()[1]
+        return port
 
 
 def main() -> None:

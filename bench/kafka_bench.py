@@ -44,9 +44,9 @@ from groupcoord.bench.kafka_client import (
 )
 from groupcoord.bench.members import REJOIN, RETRY_S, BenchError, Member, assign, stable, subscription
 from groupcoord.bench.stats import summary
-from groupcoord.chaos.cluster import free_base
 from groupcoord.client.assignors import RangeAssignor
 from groupcoord.client.protocol import PROTOCOL_TYPE
+from groupcoord.node.launcher import free_base
 from groupcoord.node.topology import partition_for
 from groupcoord.protocol.errors import Errors
 
@@ -67,7 +67,7 @@ RETRIES = 500
 @contextlib.contextmanager
 def reserved_port(hosts: tuple[str, ...] = HOSTS) -> Iterator[int]:
     """A port free on every host, held bound (not listening) until the block ends, so that the ports the cluster
-    picks for gRPC and Raft meanwhile (chaos.cluster.free_base, which probes by binding) cannot take it."""
+    picks for gRPC and Raft meanwhile (node/launcher.py's free_base, which probes by binding) cannot take it."""
     taken: set[int] = set()
     while True:
         port = free_base(hosts[0], 1, taken)
@@ -400,7 +400,7 @@ async def _wait_stable(members: list[KafkaMember], tasks: list[asyncio.Task[None
     while not stable(members):
         failed = next((t for t in tasks if t.done() and not t.cancelled() and t.exception() is not None), None)
         if failed is not None:
-            raise failed.exception()  # type: ignore[misc]
+            raise failed.exception()  # type: ignore[misc]  # not None: `failed` was picked for having one
         if time.monotonic() > deadline:
             joining = sum(m.joining for m in members)
             raise BenchError(f"{members[0].group_id}: not stable after {timeout_s:.0f} s ({joining} still joining)")

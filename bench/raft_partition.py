@@ -15,13 +15,16 @@ import tempfile
 import time
 
 from groupcoord.protocol import records as r
-from groupcoord.raft.partition import BARRIER, RECORDS, PartitionReplica, RaftSettings, encode_entry
+from groupcoord.raft.entries import BARRIER, RECORDS, encode_entry
+from groupcoord.raft.partition import PartitionReplica
+from groupcoord.raft.settings import RaftSettings
 
 
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        port: int = s.getsockname()[1]
+        return port
 
 
 def _group(partition: int, tmp: str) -> list[PartitionReplica]:

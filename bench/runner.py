@@ -7,7 +7,7 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 import uvloop
@@ -19,7 +19,8 @@ from groupcoord.bench.stats import emit, machine, median_of
 from groupcoord.client.cli_flags import FLAGS, client_security, parse_bootstrap
 from groupcoord.client.security import PLAINTEXT
 
-Scenario = Callable[[BenchCluster, argparse.Namespace], Awaitable[dict[str, Any]]]
+# uvloop.run takes a coroutine, not any awaitable.
+Scenario = Callable[[BenchCluster, argparse.Namespace], Coroutine[Any, Any, dict[str, Any]]]
 KILLS_A_NODE = ("failover", "scale")
 # Scenarios that start several clusters per run, each with node flags of its own (bench/durability.py).
 OWN_CLUSTERS = ("durability",)

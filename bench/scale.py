@@ -84,7 +84,8 @@ class Workers:
         line = await p.stdout.readline()
         if not line:
             raise RuntimeError(f"bench worker {p.pid} exited with {await p.wait()}")
-        return json.loads(line)
+        reply: dict[str, Any] = json.loads(line)
+        return reply
 
     async def close(self, leave_groups: bool) -> None:
         """Ends every worker: after their groups leave, or at once (EOF); killed if one hangs."""

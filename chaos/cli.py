@@ -22,7 +22,7 @@ def _duration(text: str) -> float:
     return float(match.group(1)) * UNIT_S[match.group(2)]
 
 
-def register(commands: argparse._SubParsersAction) -> None:
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     chaos = commands.add_parser(
         "chaos",
         help="kill, pause and partition nodes of a local cluster under SDK workers, then check the invariants",

@@ -1,4 +1,5 @@
-"""The chaos run's own cluster: node processes it starts, signals and restarts, and the gRPC it uses to watch.
+"""The chaos run's own cluster: node processes it starts (through node/launcher.py, in network namespaces or on
+loopback), signals and restarts, and the gRPC it uses to watch.
 
 Every node process is tracked with the reason it may exit: an exit nobody asked for is recorded as
 `node_exit` with expected=false, which the checker reports as a crash.
@@ -7,30 +8,30 @@ Every node process is tracked with the reason it may exit: an exit nobody asked 
 from __future__ import annotations
 
 import os
-import random
 import signal
 import socket
 import subprocess
-import sys
 import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import grpc
-from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from groupcoord.chaos.history import Recorder
 from groupcoord.chaos.network import Loopback, Namespaces
+from groupcoord.node import launcher
+from groupcoord.node.launcher import free_base
+from groupcoord.node.topology import Peer
 from groupcoord.protocol.errors import Errors
 from groupcoord.protocol.v1 import groupcoord_pb2 as pb
 from groupcoord.protocol.v1 import groupcoord_pb2_grpc as pb_grpc
 
 NETNS_PORT, NETNS_RAFT_PORT = 50051, 25051
 RPC_TIMEOUT_S = 1.0
-LOW_PORT = 10_000  # free ports are looked for from here up to the ephemeral range
-CHANNEL_OPTIONS = (("grpc.enable_http_proxy", 0),)
-SECRET_ENV = "GROUPCOORD_CLUSTER_SECRET"
+# How long a node stopped with SIGTERM has to exit before it is killed.
+STOP_GRACE_S = 15.0
 # How long a membership change is retried (no leader yet, a change still in flight) before the fault moves on.
 VOTER_CHANGE_S = 30.0
 
@@ -52,34 +53,6 @@ class NodeProc:
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
-
-
-def _ephemeral_first() -> int:
-    """The first port of the kernel's ephemeral range, from which outgoing connections take their ports."""
-    try:
-        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
-    except (OSError, ValueError, IndexError):
-        return 32_768
-
-
-def free_base(host: str, count: int, taken: set[int]) -> int:
-    """A base port with `count` free ports on `host` after it, none already handed out, all below the ephemeral
-    range: a port from that range could be taken by an outgoing connection (another node's Raft link) between
-    this check and the node's bind, and pysyncobj would then retry its bind for as long as that link lives."""
-    ceiling = min(_ephemeral_first(), 32_768) - count
-    while True:
-        base = random.randrange(LOW_PORT, ceiling)
-        ports = set(range(base, base + count))
-        if ports & taken:
-            continue
-        try:
-            for port in ports:
-                with socket.socket() as probe:
-                    probe.bind((host, port))
-        except OSError:
-            continue
-        taken.update(ports)
-        return base
 
 
 class ChaosCluster:
@@ -110,7 +83,7 @@ class ChaosCluster:
             else:
                 port, raft_port = free_base(host, 1, taken), free_base(host, partitions, taken)
             self.nodes[node_id] = NodeProc(node_id, host, port, raft_port)
-        self.peers = ",".join(f"{n.node_id}={n.host}:{n.port}:{n.raft_port}" for n in self.nodes.values())
+        self.peers = tuple(Peer(n.node_id, n.host, n.port, n.raft_port) for n in self.nodes.values())
         self._channels: dict[str, grpc.Channel] = {}
         self._lock = threading.Lock()
 
@@ -122,24 +95,22 @@ class ChaosCluster:
 
     def start(self, node_id: int) -> None:
         node = self.nodes[node_id]
-        data_dir = self.run_dir / f"node{node_id}"
-        data_dir.mkdir(parents=True, exist_ok=True)
         if self.disk_mb is not None and self.data_dir(node_id) not in self._mounts:
             self._mount(self.data_dir(node_id))
-        cmd = [
-            *self.network.wrap(node_id), sys.executable, "-m", "groupcoord", "node",
-            f"--node-id={node_id}", f"--host={node.host}", f"--port={node.port}", f"--peers={self.peers}",
-            f"--partitions={self.partitions}", f"--data-dir={self.data_dir(node_id)}", "--log-format=json",
+        offset = self.clock_offsets.get(node_id)
+        options = launcher.NodeOptions(
+            host=node.host,
+            port=node.port,
+            node_id=node_id,
+            peers=self.peers,
+            partitions=self.partitions,
+            data_dir=self.data_dir(node_id),
             # The chaos workers speak gRPC; a flag in node_flags may still turn the Kafka listener on.
-            "--kafka-port=-1", *self.node_flags,
-        ]  # fmt: skip
-        if self.clock_offsets.get(node_id):
-            cmd.append(f"--wall-clock-offset-s={self.clock_offsets[node_id]}")
-        with (data_dir / "node.log").open("ab") as log:
-            proc = subprocess.Popen(
-                cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                env={**os.environ, SECRET_ENV: self.secret}, start_new_session=True,
-            )  # fmt: skip
+            kafka_port=-1,
+            flags=(*self.node_flags, *([f"--wall-clock-offset-s={offset}"] if offset else [])),
+            wrap=tuple(self.network.wrap(node_id)),
+        )
+        proc = launcher.start(options, self.run_dir / f"node{node_id}" / "node.log", self.secret)
         with self._lock:
             node.proc, node.expect_exit, node.paused, node.reported = proc, False, False, False
         self.history.write("node_started", node=node_id, pid=proc.pid)
@@ -170,6 +141,7 @@ class ChaosCluster:
         """AddRaftVoter or RemoveRaftVoter at node `via`, retried for a while; the error name of the last answer."""
         deadline = time.monotonic() + VOTER_CHANGE_S
         last = "no answer"
+        reply: pb.AddRaftVoterResponse | pb.RemoveRaftVoterResponse
         while time.monotonic() < deadline:
             stub = self._stub(self.nodes[via].address)
             try:
@@ -191,7 +163,8 @@ class ChaosCluster:
         return last
 
     def signal(self, node_id: int, sig: signal.Signals) -> None:
-        """Sends `sig` to a node this run started; SIGKILL and SIGTERM mark its exit as expected."""
+        """Sends `sig` to a node this run started; SIGKILL and SIGTERM mark its exit as expected and return once the
+        node is gone (SIGTERM: killed after STOP_GRACE_S)."""
         node = self.nodes[node_id]
         if not node.alive():
             return
@@ -200,25 +173,16 @@ class ChaosCluster:
             if sig in (signal.SIGKILL, signal.SIGTERM):
                 node.expect_exit = True
             node.paused = sig == signal.SIGSTOP
-        os.kill(node.proc.pid, sig)
         self.history.write("node_stopped" if node.expect_exit else "node_signal", node=node_id, pid=node.proc.pid,
                            signal=sig.name)  # fmt: skip
-        if sig == signal.SIGSTOP:
-            return
+        if sig == signal.SIGKILL:
+            launcher.kill(node.proc)
+        elif sig == signal.SIGTERM:
+            launcher.stop_procs([node.proc], STOP_GRACE_S)
+        else:
+            node.proc.send_signal(sig)
         if node.expect_exit:
-            if sig == signal.SIGTERM:
-                os.kill(node.proc.pid, signal.SIGCONT)
-            self.wait_exit(node_id, 15.0)
-
-    def wait_exit(self, node_id: int, timeout_s: float) -> None:
-        node = self.nodes[node_id]
-        assert node.proc is not None
-        try:
-            node.proc.wait(timeout_s)
-        except subprocess.TimeoutExpired:
-            os.kill(node.proc.pid, signal.SIGKILL)
-            node.proc.wait()
-        self.check_exits()
+            self.check_exits()
 
     def check_exits(self) -> None:
         """Records each node exit once, saying whether the run caused it."""
@@ -227,7 +191,7 @@ class ChaosCluster:
                 if node.proc is None or node.reported or node.proc.poll() is None:
                     continue
                 node.reported = True
-                extra = {} if node.expect_exit else {"disk": self.disk_usage(node.node_id)}
+                extra: dict[str, Any] = {} if node.expect_exit else {"disk": self.disk_usage(node.node_id)}
                 self.history.write("node_exit", node=node.node_id, pid=node.proc.pid,
                                    returncode=node.proc.returncode, expected=node.expect_exit, **extra)  # fmt: skip
 
@@ -256,22 +220,14 @@ class ChaosCluster:
         with self._lock:
             channel = self._channels.get(address)
             if channel is None:
-                channel = self._channels[address] = grpc.insecure_channel(address, options=CHANNEL_OPTIONS)
+                channel = self._channels[address] = grpc.insecure_channel(address, options=launcher.CHANNEL_OPTIONS)
         return pb_grpc.GroupCoordinatorStub(channel)
 
     def _reachable(self) -> list[NodeProc]:
         return [n for n in self.nodes.values() if n.alive() and not n.paused]
 
     def serving(self, node_id: int) -> bool:
-        node = self.nodes[node_id]
-        try:
-            with grpc.insecure_channel(node.address, options=CHANNEL_OPTIONS) as channel:
-                reply = health_pb2_grpc.HealthStub(channel).Check(
-                    health_pb2.HealthCheckRequest(), timeout=RPC_TIMEOUT_S
-                )
-        except grpc.RpcError:
-            return False
-        return reply.status == health_pb2.HealthCheckResponse.SERVING
+        return launcher.health(self.nodes[node_id].address, RPC_TIMEOUT_S, service="") == "SERVING"
 
     def leaders(self, node_id: int) -> list[int] | None:
         try:

@@ -8,11 +8,12 @@ import shutil
 import signal
 import time
 from collections.abc import Callable
+from typing import Any
 
 from groupcoord.chaos.cluster import ChaosCluster
 from groupcoord.chaos.history import Recorder
 from groupcoord.chaos.workers import Fleet, WorkerPlan
-from groupcoord.raft.journal import MAGIC
+from groupcoord.raft.journal_records import MAGIC
 
 PREPARING, COMPLETING = "PreparingRebalance", "CompletingRebalance"
 PHASE_WAIT_S = 6.0
@@ -46,7 +47,7 @@ class Faults:
         self.injected_at = 0.0  # when the last fault started acting
         self._idle_offset = 0
 
-    def _fault(self, kind: str, **data: object) -> None:
+    def _fault(self, kind: str, **data: Any) -> None:
         t = self.history.write("fault", kind=kind, **data)
         if kind not in ENDINGS:
             self.injected_at = t

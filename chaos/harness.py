@@ -19,12 +19,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from groupcoord.chaos.checker import Result
 from groupcoord.chaos.cluster import ChaosCluster
 from groupcoord.chaos.faults import IDLE_GROUPS, NODE_FAULTS, ROTATION, Faults
 from groupcoord.chaos.history import HARNESS_FILE, Recorder
 from groupcoord.chaos.network import Loopback, Namespaces
 from groupcoord.chaos.report import check_dir, write_report
+from groupcoord.chaos.verdict import Result
 from groupcoord.chaos.workers import Fleet, WorkerPlan
 
 # The node log line of a replica divergence (raft/digest.py) and what the history keeps of it.

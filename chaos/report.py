@@ -9,8 +9,9 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from groupcoord.chaos.checker import KINDS, Result, Violation, check
+from groupcoord.chaos.checker import check
 from groupcoord.chaos.history import read_history
+from groupcoord.chaos.verdict import KINDS, Result, Violation
 
 TEXT_FILE, JSON_FILE = "report.txt", "report.json"
 MAX_PER_KIND = 20

@@ -63,14 +63,14 @@ __all__ = [
 def _first_code(reply: Any) -> int:
     """The code that says whether the coordinator handled a one-group (or one-topic) request: the whole request's,
     else its first item's (a topic's partition that moved away is COORDINATOR_NOT_AVAILABLE in its item)."""
-    code = getattr(reply, "error_code", Errors.NONE)
+    code: int = getattr(reply, "error_code", Errors.NONE)
     if code != Errors.NONE:
         return code
     for item in (*getattr(reply, "groups", ()), *getattr(reply, "results", ())):
-        return item.error_code
+        return int(item.error_code)
     for topic in getattr(reply, "topics", ()):
         for partition in topic.partitions:
-            return partition.error_code
+            return int(partition.error_code)
     return Errors.NONE
 
 
@@ -326,7 +326,9 @@ class Admin:
 
         async def one(group_id: str) -> int:
             try:
-                reply = await self._call(group_id, "DeleteGroups", pb.DeleteGroupsRequest(group_ids=[group_id]))
+                reply: pb.DeleteGroupsResponse = await self._call(
+                    group_id, "DeleteGroups", pb.DeleteGroupsRequest(group_ids=[group_id])
+                )
             except BootstrapUnreachable:
                 raise
             except GroupcoordError as exc:
@@ -447,7 +449,9 @@ class Admin:
 
         async def one(name: str) -> int:
             try:
-                answers = await self._topic_call(name, "DeleteTopics", pb.DeleteTopicsRequest(names=[name]))
+                answers: list[pb.DeleteTopicsResponse.Result] = await self._topic_call(
+                    name, "DeleteTopics", pb.DeleteTopicsRequest(names=[name])
+                )
             except BootstrapUnreachable:
                 raise
             except GroupcoordError as exc:

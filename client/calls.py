@@ -164,10 +164,10 @@ def _deadline_error(method: str, code: int | None, last: str) -> RetriableError:
 def _first_code(reply: Any) -> int:
     """The code that says whether the coordinator handled the call: the whole-request code when set, else the
     first per-partition one (OffsetCommit answers "not the coordinator" per partition)."""
-    code = getattr(reply, "error_code", Errors.NONE)
+    code: int = getattr(reply, "error_code", Errors.NONE)
     if code != Errors.NONE:
         return code
     for topic in getattr(reply, "topics", ()):
         for partition in topic.partitions:
-            return partition.error_code
+            return int(partition.error_code)
     return Errors.NONE

@@ -34,7 +34,9 @@ def client_security(args: argparse.Namespace, environ: Mapping[str, str] = os.en
     """The flags over their environment variables; a file that cannot be used is a one-line UserError."""
     from groupcoord.client.security import ClientSecurity, SecurityError
 
-    values = {dest: getattr(args, dest, None) or environ.get(env, "") for dest, (_, env, _) in FLAGS.items()}
+    values: dict[str, str] = {
+        dest: getattr(args, dest, "") or environ.get(env, "") for dest, (_, env, _) in FLAGS.items()
+    }
     try:
         security = ClientSecurity(**values)
         security.credentials()

@@ -54,7 +54,7 @@ class Connections:
         self.heartbeats = BatchStream(self, "HeartbeatStream", pb.HeartbeatBatchRequest)
         self.commits = BatchStream(self, "OffsetCommitStream", pb.OffsetCommitBatchRequest)
 
-    def stub(self, address: str) -> pb_grpc.GroupCoordinatorStub:
+    def stub(self, address: str) -> pb_grpc.GroupCoordinatorAsyncStub:
         channel = self._channels.get(address)
         if channel is None:
             channel = self._channels[address] = self._open_channel(address)

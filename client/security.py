@@ -71,7 +71,8 @@ def _read(path: str, what: str, marker: bytes) -> bytes:
 
 def _with_token(details: grpc.aio.ClientCallDetails, metadata: tuple[tuple[str, str], ...]) -> Any:
     existing = tuple(details.metadata or ())
-    return details._replace(metadata=grpc.aio.Metadata(*existing, *metadata))  # type: ignore[attr-defined]
+    merged = grpc.aio.Metadata(*existing, *metadata)
+    return details._replace(metadata=merged)  # type: ignore[attr-defined]  # a namedtuple at run time, not in the stubs
 
 
 class _Token:
@@ -109,7 +110,7 @@ class _StreamStreamToken(_Token, grpc.aio.StreamStreamClientInterceptor):
         return await continuation(_with_token(client_call_details, self._metadata), request_iterator)
 
 
-def _aio_interceptors(metadata: tuple[tuple[str, str], ...]) -> list[_Token] | None:
+def _aio_interceptors(metadata: tuple[tuple[str, str], ...]) -> list[grpc.aio.ClientInterceptor] | None:
     """One per call type: grpc.aio files an interceptor under the first type it implements only."""
     if not metadata:
         return None

@@ -2,7 +2,19 @@
 
 from groupcoord.coordinator.config import GroupConfig
 from groupcoord.coordinator.coordinator import GroupCoordinator
-from groupcoord.coordinator.runtime import Clock, Effects
+from groupcoord.coordinator.result import CoordinatorResult, CoreCallFailed, ReentrantCall
+from groupcoord.coordinator.runtime import Clock
 from groupcoord.coordinator.state import Group, GroupState, GroupStore, Member
 
-__all__ = ["Clock", "Effects", "Group", "GroupConfig", "GroupCoordinator", "GroupState", "GroupStore", "Member"]
+__all__ = [
+    "Clock",
+    "CoordinatorResult",
+    "CoreCallFailed",
+    "Group",
+    "GroupConfig",
+    "GroupCoordinator",
+    "GroupState",
+    "GroupStore",
+    "Member",
+    "ReentrantCall",
+]

@@ -8,6 +8,7 @@ structure, and `restore(snapshot)` followed by the remaining records gives the l
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -173,7 +174,7 @@ class GroupStore:
     def _member_updated(self, rec: r.MemberUpdated) -> bool:
         group = self.groups.get(rec.group_id)
         member = group.members.get(rec.member_id) if group else None
-        if member is None:
+        if group is None or member is None:
             return False
         member.session_timeout_ms = rec.session_timeout_ms
         member.rebalance_timeout_ms = rec.rebalance_timeout_ms
@@ -363,7 +364,7 @@ def _member(member_id: str, rec: r.MemberAdded | r.StaticMemberReplaced, assignm
     )
 
 
-_APPLY: dict[type[r.Record], Any] = {
+_APPLY: dict[type[r.Record], Callable[[GroupStore, Any], bool]] = {
     r.PendingMemberAdded: GroupStore._pending_added,
     r.PendingMemberRemoved: GroupStore._pending_removed,
     r.MemberAdded: GroupStore._member_added,

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from collections import Counter
 
-from groupcoord.coordinator.offsets import TOPIC_NAME, Offsets
-from groupcoord.coordinator.runtime import Token, core_call
+from groupcoord.coordinator.offsets import TOPIC_NAME
+from groupcoord.coordinator.result import CoordinatorResult, Token
+from groupcoord.coordinator.runtime import Runtime
 from groupcoord.protocol import records as r
 from groupcoord.protocol.errors import Errors
 from groupcoord.protocol.v1 import groupcoord_pb2 as pb
@@ -34,49 +35,52 @@ def topic_name_error(name: str) -> str:
     return ""
 
 
-class Topics(Offsets):
-    @core_call
-    def create_topics(self, req: pb.CreateTopicsRequest, token: Token) -> None:
+class Topics:
+    """The topic registry's writes: topic records touch no group, so no soft state and no timer."""
+
+    def __init__(self, rt: Runtime) -> None:
+        self.rt = rt
+
+    def create_topics(self, out: CoordinatorResult, req: pb.CreateTopicsRequest, token: Token) -> None:
         """One result per topic, in request order; a failed topic never fails the others (Kafka). A name listed
         twice is INVALID_REQUEST for each listing, as Kafka's controller answers. The id comes from the injected
         id source, the partitions asked for as -1 from the settings: the record carries both, so replay is exact."""
         resp = pb.CreateTopicsResponse()
         counts = Counter(t.name for t in req.topics)
-        default, most = self.config.default_num_partitions, self.config.max_topic_partitions
+        default, most = self.rt.config.default_num_partitions, self.rt.config.max_topic_partitions
         for topic in req.topics:
             name = topic.name
             wanted = default if topic.num_partitions == DEFAULT_PARTITIONS else topic.num_partitions
-            out = resp.results.add(name=name, num_partitions=wanted)
+            result = resp.results.add(name=name, num_partitions=wanted)
             message = DUPLICATE if counts[name] > 1 else topic_name_error(name)
             if message:
-                out.error_code = Errors.INVALID_REQUEST if counts[name] > 1 else Errors.INVALID_TOPIC_EXCEPTION
-            elif name in self.store.topics:
-                out.error_code, message = Errors.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists."
+                result.error_code = Errors.INVALID_REQUEST if counts[name] > 1 else Errors.INVALID_TOPIC_EXCEPTION
+            elif name in self.rt.store.topics:
+                result.error_code, message = Errors.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists."
             elif wanted < 1:
-                out.error_code = Errors.INVALID_PARTITIONS
+                result.error_code = Errors.INVALID_PARTITIONS
                 message = "Number of partitions was set to an invalid non-positive value."
             elif wanted > most:
-                out.error_code = Errors.INVALID_PARTITIONS
+                result.error_code = Errors.INVALID_PARTITIONS
                 message = f"Number of partitions {wanted} is above max_topic_partitions = {most}."
             elif not req.validate_only:
-                out.topic_id = self.new_uuid()
-                self._emit(r.TopicCreated(name, wanted, out.topic_id, self._wall()))
+                result.topic_id = self.rt.new_uuid()
+                self.rt.emit(out, r.TopicCreated(name, wanted, result.topic_id, self.rt.wall()))
             if message:
-                out.error_message, out.num_partitions = message, -1
-        self._reply(token, resp)
+                result.error_message, result.num_partitions = message, -1
+        out.reply(token, resp)
 
-    @core_call
-    def delete_topics(self, req: pb.DeleteTopicsRequest, token: Token) -> None:
+    def delete_topics(self, out: CoordinatorResult, req: pb.DeleteTopicsRequest, token: Token) -> None:
         """One result per name, in request order; a name listed twice is INVALID_REQUEST for each listing."""
         resp = pb.DeleteTopicsResponse()
         counts = Counter(req.names)
         for name in req.names:
-            out = resp.results.add(name=name)
+            result = resp.results.add(name=name)
             if counts[name] > 1:
-                out.error_code, out.error_message = Errors.INVALID_REQUEST, DUPLICATE
-            elif name not in self.store.topics:
-                out.error_code = Errors.UNKNOWN_TOPIC_OR_PARTITION
-                out.error_message = "This server does not host this topic-partition."
+                result.error_code, result.error_message = Errors.INVALID_REQUEST, DUPLICATE
+            elif name not in self.rt.store.topics:
+                result.error_code = Errors.UNKNOWN_TOPIC_OR_PARTITION
+                result.error_message = "This server does not host this topic-partition."
             else:
-                self._emit(r.TopicDeleted(name, self._wall()))
-        self._reply(token, resp)
+                self.rt.emit(out, r.TopicDeleted(name, self.rt.wall()))
+        out.reply(token, resp)

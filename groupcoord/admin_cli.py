@@ -302,7 +302,10 @@ def connection_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def add_action(
-    actions: argparse._SubParsersAction, name: str, help_: str, handler: Callable
+    actions: argparse._SubParsersAction[argparse.ArgumentParser],
+    name: str,
+    help_: str,
+    handler: Callable[[argparse.Namespace], int],
 ) -> argparse.ArgumentParser:
     parser = actions.add_parser(name, help=help_, description=help_[0].upper() + help_[1:] + ".", epilog=EPILOG)
     connection_flags(parser)
@@ -310,7 +313,7 @@ def add_action(
     return parser
 
 
-def register(commands: argparse._SubParsersAction) -> None:
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Adds `groups`, `members`, `topics` and `offsets` to the top-level subcommands."""
     groups = commands.add_parser("groups", help="list, describe and delete groups", epilog=EPILOG)
     actions = groups.add_subparsers(title="actions", dest="action", required=True, metavar="ACTION")

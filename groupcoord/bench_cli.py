@@ -172,7 +172,7 @@ def _run(args: argparse.Namespace) -> int:
     return run(args)
 
 
-def register(commands: argparse._SubParsersAction) -> None:
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     text = "run a benchmark against a fresh local 3-node cluster (docs/PERFORMANCE.md)"
     bench = commands.add_parser("bench", help=text, description=__doc__.split("`: ", 1)[1])
     scenarios = bench.add_subparsers(title="scenarios", dest="scenario", required=True, metavar="SCENARIO")

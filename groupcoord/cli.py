@@ -52,9 +52,9 @@ def _cluster_down(args: argparse.Namespace) -> int:
 
 
 def _cluster_status(args: argparse.Namespace) -> int:
-    from groupcoord import localcluster
+    from groupcoord import localstatus
 
-    return localcluster.status(args.dir, as_json=args.json)
+    return localstatus.status(args.dir, as_json=args.json)
 
 
 def _one_node(args: argparse.Namespace) -> int:
@@ -67,7 +67,9 @@ def _one_node(args: argparse.Namespace) -> int:
     return localnodes.restart_node(args.dir, args.node_id, args.timeout)
 
 
-def _add_one_node(actions: argparse._SubParsersAction, default_dir: Path, dir_help: str) -> None:
+def _add_one_node(
+    actions: argparse._SubParsersAction[argparse.ArgumentParser], default_dir: Path, dir_help: str
+) -> None:
     what = {
         "stop-node": "stop one node of the cluster (SIGTERM, SIGKILL after 10 s); the others keep serving",
         "start-node": "start a stopped node again, from its own data, and wait until it serves",
@@ -83,7 +85,7 @@ def _add_one_node(actions: argparse._SubParsersAction, default_dir: Path, dir_he
 
 
 def _health(args: argparse.Namespace) -> int:
-    from groupcoord import localcluster
+    from groupcoord.node.launcher import health
 
     if args.address:
         addresses = [args.address]
@@ -94,13 +96,13 @@ def _health(args: argparse.Namespace) -> int:
     security = client_security(args)
     serving = True
     for address in addresses:
-        status = localcluster.health(address, args.timeout, security, HEALTH_CHECKS[args.check])
+        status = health(address, args.timeout, security, HEALTH_CHECKS[args.check])
         print(f"{address}: {status}")
         serving = serving and status == "SERVING"
     return 0 if serving else 1
 
 
-def _add_health(commands: argparse._SubParsersAction) -> None:
+def _add_health(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     health = commands.add_parser(
         "health",
         help="ask a node whether it is serving (exit 0) or not (exit 1), e.g. as a container health check",
@@ -153,7 +155,7 @@ def _token_scram(args: argparse.Namespace) -> int:
     return 0
 
 
-def _add_token(commands: argparse._SubParsersAction) -> None:
+def _add_token(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     token = commands.add_parser(
         "token",
         help="bearer tokens for the ACL file",
@@ -177,7 +179,7 @@ def _add_token(commands: argparse._SubParsersAction) -> None:
     scram.set_defaults(handler=_token_scram)
 
 
-def _add_cluster(commands: argparse._SubParsersAction) -> None:
+def _add_cluster(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     cluster = commands.add_parser(
         "cluster",
         help="start, stop and inspect a local cluster of node processes on 127.0.0.1..N",
@@ -263,7 +265,7 @@ def _completion(args: argparse.Namespace) -> int:
     return 0
 
 
-def _add_completion(commands: argparse._SubParsersAction) -> None:
+def _add_completion(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     completion = commands.add_parser(
         "completion",
         help="print a shell completion script (bash, zsh, tcsh)",
@@ -308,7 +310,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        code = args.handler(args)
+        code: int = args.handler(args)
         sys.stdout.flush()  # a reader that went away shows here, not as noise at the interpreter's exit
         return code
     except UserError as exc:

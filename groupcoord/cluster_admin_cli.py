@@ -158,7 +158,7 @@ def _settings(args: argparse.Namespace) -> int:
     return run(args, job)
 
 
-def register_settings(commands: argparse._SubParsersAction) -> None:
+def register_settings(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """`groupcoord settings`: what a node runs with (DescribeSettings, admin identity)."""
     help_ = "the settings a node runs with and where each came from (flag, environment, config file, default)"
     parser = commands.add_parser(
@@ -170,12 +170,12 @@ def register_settings(commands: argparse._SubParsersAction) -> None:
     parser.set_defaults(handler=_settings)
 
 
-def register_cluster_describe(actions: argparse._SubParsersAction) -> None:
+def register_cluster_describe(actions: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """`cluster describe`: nodes and partition leaders as the cluster sees them (no --dir needed)."""
     add_action(actions, "describe", "nodes, liveness and partition leaders, from any node", _cluster_describe)
 
 
-def register_cluster_membership(actions: argparse._SubParsersAction) -> None:
+def register_cluster_membership(actions: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """`cluster add-node` / `remove-node` / `replace-node`: online membership changes (admin identity;
     docs/OPERATIONS.md)."""
     add = add_action(

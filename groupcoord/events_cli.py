@@ -26,9 +26,9 @@ def _data_dirs(args: argparse.Namespace) -> list[Path]:
 
     data_dirs = list(args.data_dir or [])
     if args.cluster_dir is not None:
-        from groupcoord import localcluster
+        from groupcoord.localstate import ClusterState
 
-        state = localcluster.ClusterState.load(args.cluster_dir)
+        state = ClusterState.load(args.cluster_dir)
         if state is None:
             raise UserError(f"no cluster in {args.cluster_dir} (no state.json)")
         data_dirs += [Path(node.data_dir) for node in state.nodes]
@@ -146,7 +146,7 @@ def _export(args: argparse.Namespace) -> int:
     return EXIT_INCOMPLETE if merged.holes or merged.conflicts else 0
 
 
-def register(commands: argparse._SubParsersAction) -> None:
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     events = commands.add_parser(
         "events",
         help="export the cluster's event history (every committed change, docs/EVENTS.md)",

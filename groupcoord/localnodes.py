@@ -4,24 +4,13 @@ its own data directory with the same settings `up` gave it."""
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
+from groupcoord import localprocs
 from groupcoord.base.errors import StartupError, UserError
-from groupcoord.localcluster import (
-    STATE_FILE,
-    ClusterState,
-    NodeEntry,
-    _check_ports_free,
-    _display,
-    _is_node,
-    _log_tail,
-    _say,
-    _secret,
-    _start_node,
-    _stop,
-    health,
-)
+from groupcoord.localprocs import is_running, log_size, log_tail, stop_nodes
+from groupcoord.localstate import STATE_FILE, ClusterState, NodeEntry, check_ports_free, display, say, secret
+from groupcoord.node import launcher
 
 
 def _load(cluster_dir: Path, node_id: int) -> tuple[ClusterState, NodeEntry]:
@@ -31,14 +20,14 @@ def _load(cluster_dir: Path, node_id: int) -> tuple[ClusterState, NodeEntry]:
     node = next((n for n in state.nodes if n.node_id == node_id), None)
     if node is None:
         ids = ", ".join(str(n.node_id) for n in state.nodes)
-        raise UserError(f"the cluster in {_display(state.dir)} has no node {node_id} (its nodes: {ids})")
+        raise UserError(f"the cluster in {display(state.dir)} has no node {node_id} (its nodes: {ids})")
     return state, node
 
 
 def stop_node(cluster_dir: Path, node_id: int) -> int:
     """SIGTERM (SIGKILL after 10 s) to the node; the rest of the cluster is untouched."""
     state, node = _load(cluster_dir, node_id)
-    _stop([node], _say)
+    stop_nodes([node], say)
     state.save()
     return 0
 
@@ -47,26 +36,22 @@ def start_node(cluster_dir: Path, node_id: int, timeout_s: float) -> int:
     """Starts a stopped node and waits until it serves: exit 0, or 1 with the end of its log (the node is then
     stopped again, as `up` does, so no half-started process stays behind)."""
     state, node = _load(cluster_dir, node_id)
-    if _is_node(node):
-        _say(f"node {node_id}: already running (pid {node.pid})")
+    if is_running(node):
+        say(f"node {node_id}: already running (pid {node.pid})")
         return 0
-    _check_ports_free(ClusterState(state.dir, state.partitions, [node], state.secret_file))
-    since = Path(node.log).stat().st_size if Path(node.log).exists() else 0
-    proc = _start_node(state, node, _secret(Path(state.dir)).read_text().strip())
-    node.pid = proc.pid
+    check_ports_free([node], state.partitions)
+    since = log_size(node.log)
+    proc = localprocs.start_node(state, node, secret(Path(state.dir)))
     state.save()
-    deadline = time.monotonic() + timeout_s
-    status = "UNREACHABLE"
-    while time.monotonic() < deadline and proc.poll() is None:
-        status = health(node.address, security=state.security())
-        if status == "SERVING":
-            _say(f"node {node_id}: serving (pid {node.pid})")
-            return 0
-        time.sleep(0.1)
-    why = f"exited with code {proc.returncode}" if proc.poll() is not None else f"{status} after {timeout_s:g} s"
-    _say(f"groupcoord: node {node_id} {why}; the end of {_display(node.log)}:")
-    _say("\n".join("  " + line for line in _log_tail(node.log, since) or ["(nothing logged yet)"]))
-    _stop([node], _say)
+    failed = launcher.wait_serving({node.address: proc}, timeout_s, state.security())
+    if failed is None:
+        say(f"node {node_id}: serving (pid {node.pid})")
+        return 0
+    exited = failed.returncode is not None
+    why = f"exited with code {failed.returncode}" if exited else f"{failed.status} after {timeout_s:g} s"
+    say(f"groupcoord: node {node_id} {why}; the end of {display(node.log)}:")
+    say("\n".join("  " + line for line in log_tail(node.log, since) or ["(nothing logged yet)"]))
+    stop_nodes([node], say)
     state.save()
     return 1
 

@@ -264,7 +264,7 @@ def _dash(value: int | None) -> str:
     return "-" if value is None else str(value)
 
 
-def register(commands: argparse._SubParsersAction) -> None:
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Adds `offsets get|set|delete|reset` to the top-level subcommands."""
     from groupcoord.admin_cli import EPILOG
 
@@ -295,7 +295,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     _register_reset(actions)
 
 
-def _register_reset(actions: argparse._SubParsersAction) -> None:
+def _register_reset(actions: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     reset = add_action(
         actions,
         "reset",

@@ -31,7 +31,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from groupcoord.node.config import ConfigError, read_toml
+from groupcoord.node.config import read_toml
+from groupcoord.node.config_types import ConfigError
 
 # What an ACL entry may grant on a group.
 MEMBER = "member"  # JoinGroup, SyncGroup, Heartbeat, LeaveGroup of oneself, OffsetCommit as a member, OffsetFetch

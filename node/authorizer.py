@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from google.protobuf.message import Message
 
@@ -113,14 +113,15 @@ class Authorizer:
         if name in CLUSTER_ADMIN_RPCS and not acl.is_admin(caller):
             return _cluster_refusal(name, self._deny(name, caller, auth.ADMIN, []))
         if name in ONE_GROUP_RPCS:
-            group_id = request.group_id  # type: ignore[attr-defined]
+            group_id = request.group_id  # type: ignore[attr-defined]  # every ONE_GROUP_RPCS request has one
             need = auth.group_need(name, request)
             if acl.allows(caller, group_id, need):
                 return await handler(request, context)
             return _refusal(request, self._deny(name, caller, need, [group_id]))
         if name in BATCH_RPCS:
             return await self._per_group(acl, name, caller, request, context, handler)
-        response: Any = await handler(request, context)
+        reply = await handler(request, context)
+        response: Any = reply  # the fields of the RPC the name says
         if name == "ListGroups":
             visible = [g for g in response.groups if acl.allows(caller, g.group_id, auth.DESCRIBE)]
             del response.groups[:]
@@ -129,14 +130,14 @@ class Authorizer:
             # The nodes and their addresses are what a client needs to find its way; leaders, terms and commit
             # indexes are for operators.
             del response.partitions[:]
-        return response
+        return reply
 
     async def _per_group(
         self, acl: Acl, name: str, caller: Caller, request: Message, context: Context, handler: Handler
     ) -> Message:
         """A batch request: the allowed groups go to the handler, the others get an entry of their own, in order."""
         need, response_type, field = BATCH_RPCS[name]
-        group_ids = list(request.group_ids)  # type: ignore[attr-defined]
+        group_ids = list(request.group_ids)  # type: ignore[attr-defined]  # every BATCH_RPCS request has them
         allowed = [acl.allows(caller, g, need) for g in group_ids]
         if all(allowed):
             return await handler(request, context)
@@ -153,14 +154,19 @@ class Authorizer:
     def _refuse_all(self, name: str, request: Message, caller: Caller, reason: str) -> Message:
         """The answer to a call whose credentials are refused: every group (or the whole call) is denied."""
         if name in BATCH_RPCS:
-            group_ids = list(request.group_ids)  # type: ignore[attr-defined]
+            group_ids = list(request.group_ids)  # type: ignore[attr-defined]  # every BATCH_RPCS request has them
+        elif name in ONE_GROUP_RPCS:
+            group_ids = [request.group_id]  # type: ignore[attr-defined]  # every ONE_GROUP_RPCS request has one
         else:
-            group_ids = [request.group_id] if name in ONE_GROUP_RPCS else []  # type: ignore[attr-defined]
+            group_ids = []
         message = self._deny(name, caller, auth.AUTHENTICATE, group_ids, reason)
         if name in CLUSTER_ADMIN_RPCS:
             return _cluster_refusal(name, message)
         if name == "FindCoordinator":
-            return pb.FindCoordinatorResponse(coordinators=[_refused_entry(name, g, message) for g in group_ids])
+            entries = [
+                cast(pb.FindCoordinatorResponse.Coordinator, _refused_entry(name, g, message)) for g in group_ids
+            ]
+            return pb.FindCoordinatorResponse(coordinators=entries)
         if name == "DescribeCluster":
             return pb.DescribeClusterResponse(error_code=Errors.GROUP_AUTHORIZATION_FAILED, node_id=self._node_id)
         return _refusal(request, message)
@@ -212,7 +218,7 @@ class Authorizer:
 
 def _refusal(request: Message, message: str) -> Message:
     """GROUP_AUTHORIZATION_FAILED for the whole of a one-group request (or ListGroups)."""
-    response: Any = error_response(request, Errors.GROUP_AUTHORIZATION_FAILED, message)
+    response = error_response(request, Errors.GROUP_AUTHORIZATION_FAILED, message)
     if isinstance(response, pb.OffsetCommitResponse):
         # Its whole-request code, so a client sees the refusal even for a commit of no partitions.
         response.error_code, response.error_message = Errors.GROUP_AUTHORIZATION_FAILED, message

@@ -46,8 +46,9 @@ from groupcoord.node.topology import (
 )
 from groupcoord.protocol import records as r
 from groupcoord.raft.journal import JournalError
-from groupcoord.raft.partition import PartitionReplica, RaftSettings
+from groupcoord.raft.partition import PartitionReplica
 from groupcoord.raft.quiescence import NodeLiveness
+from groupcoord.raft.settings import RaftSettings
 
 if TYPE_CHECKING:
     from groupcoord.node.metrics import PartitionObserver
@@ -68,7 +69,7 @@ def _free_ports(host: str, count: int) -> int:
     for _ in range(50):
         with socket.socket() as s:
             s.bind((host, 0))
-            base = s.getsockname()[1]
+            base: int = s.getsockname()[1]
         if base + count >= 65_536:
             continue
         try:
@@ -129,7 +130,7 @@ class NodeCluster:
         self._spec_peers: dict[str, Peer | None] = {format_peer(p): p for p in self.peers}
         self._members: list[list[Peer]] = [list(self.peers) for _ in range(partitions)]
         self._tmp = None if data_dir else tempfile.TemporaryDirectory(prefix="groupcoord-")
-        root = Path(data_dir or self._tmp.name)  # type: ignore[union-attr]
+        root = Path(data_dir or self._tmp.name)  # type: ignore[union-attr]  # _tmp is set when data_dir is not
         check_partition_count(root, partitions, [p.node_id for p in self.peers])
         self._root = root
         # This data directory's incarnation: Raft messages carry it, and a node id seen with a new one had its data
@@ -182,14 +183,14 @@ class NodeCluster:
                 PartitionHost(replica, group_config, partition_clock, loop, on_commit=on_commit, observer=observer)
             )
         self._ready = asyncio.Event()
-        self._on_ready_change: Callable[[bool], None] | None = None
+        self._on_ready_change: Callable[[bool], object] | None = None
         # This node's own readiness (Kubernetes'): once ready, kept while it reaches a majority of the nodes.
         self._joined = False
         self._serving = False
-        self._on_serving_change: Callable[[bool], None] | None = None
+        self._on_serving_change: Callable[[bool], object] | None = None
         if self.cluster_id is not None:
-            for host in self.hosts:  # a replica created while partition 0 was learning the id missed it
-                host.replica.set_cluster_id(self.cluster_id)
+            for partition_host in self.hosts:  # a replica created while partition 0 was learning the id missed it
+                partition_host.replica.set_cluster_id(self.cluster_id)
         self._refresh_directory()
         if self.liveness is not None:
             self.liveness.start()
@@ -270,13 +271,13 @@ class NodeCluster:
 
     # -- leadership and readiness -----------------------------------------------------------------------
 
-    def watch_ready(self, callback: Callable[[bool], None]) -> None:
+    def watch_ready(self, callback: Callable[[bool], object]) -> None:
         self._on_ready_change = callback
 
     def ready(self) -> bool:
         return self._ready.is_set()
 
-    def watch_serving(self, callback: Callable[[bool], None]) -> None:
+    def watch_serving(self, callback: Callable[[bool], object]) -> None:
         """This node's readiness, not the cluster's: it turns true the first time the node is ready (it has learned
         every partition's leader) and stays true while the node reaches a majority of the nodes, so an election
         (a partition without a leader for a moment) leaves every node that can forward clients serving."""

@@ -30,9 +30,9 @@ from prometheus_client import CollectorRegistry, Counter
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from groupcoord.coordinator.runtime import Runtime
+from groupcoord.coordinator import GroupCoordinator
 from groupcoord.coordinator.state import Group, GroupState
-from groupcoord.node.config import DEFAULT_MAX_GROUPS, DEFAULT_MAX_OFFSETS
+from groupcoord.node.config_types import DEFAULT_MAX_GROUPS, DEFAULT_MAX_OFFSETS
 from groupcoord.node.logs import fields
 from groupcoord.protocol import records as r
 
@@ -167,7 +167,7 @@ class CoreCollector(Collector):
         self,
         namespace: str,
         loop: asyncio.AbstractEventLoop,
-        cores: Callable[[], Iterable[Runtime]],
+        cores: Callable[[], Iterable[GroupCoordinator]],
         counters: GroupCounters,
         max_groups: int = DEFAULT_MAX_GROUPS,
         max_offsets: int = DEFAULT_MAX_OFFSETS,
@@ -245,7 +245,7 @@ class CoreCollector(Collector):
         yield from (groups_left_out, offsets_left_out)
 
     def _read(self) -> _Reading:
-        by_state = dict.fromkeys(STORED_STATES, 0)
+        by_state: dict[GroupState, int] = dict.fromkeys(STORED_STATES, 0)
         members = pending = parked = 0
         everyone: list[Group] = []
         for core in self._cores():

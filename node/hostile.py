@@ -29,7 +29,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import grpc
-from grpc._cython import cygrpc
+from grpc._cython import cygrpc  # type: ignore[attr-defined]  # grpcio's Cython internals have no stubs
 
 from groupcoord.base.errors import StartupError
 from groupcoord.node.logs import LogBudget, fields
@@ -75,7 +75,7 @@ class MalformedInput:
             log.warning("client.malformed", extra=fields(kind=kind, not_logged_before=skipped, **details))
 
 
-class _GuardedAioServer(cygrpc.AioServer):  # type: ignore[misc]
+class _GuardedAioServer(cygrpc.AioServer):  # type: ignore[misc]  # cygrpc has no stubs: its AioServer is Any
     """grpcio's AioServer whose accept loop never sees an unregistered call (see the module docstring)."""
 
     malformed: MalformedInput | None = None
@@ -112,7 +112,7 @@ def guarded_server(options: Sequence[tuple[str, Any]], malformed: MalformedInput
         server = grpc.aio.server(options=options)
     finally:
         cygrpc.AioServer = original
-    server._server.malformed = malformed  # type: ignore[attr-defined]
+    server._server.malformed = malformed  # type: ignore[attr-defined]  # the stubs leave out grpc.aio's Cython server
     return server
 
 

@@ -171,7 +171,11 @@ class MembershipChanges:
                 future: asyncio.Future[Any] = loop.create_future()
 
                 def done(_result: Any, error: Any, future: asyncio.Future[Any] = future) -> None:
-                    loop.call_soon_threadsafe(lambda: future.done() or future.set_result(error))
+                    def settle() -> None:
+                        if not future.done():
+                            future.set_result(error)
+
+                    loop.call_soon_threadsafe(settle)
 
                 propose(k, done)
                 attempts[k] = future

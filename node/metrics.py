@@ -33,7 +33,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from importlib.metadata import PackageNotFoundError, version
 from time import perf_counter
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 import grpc
 from google.protobuf.message import Message
@@ -51,9 +51,9 @@ from prometheus_client import (
 )
 
 from groupcoord.base.errors import StartupError
-from groupcoord.coordinator.runtime import Runtime
+from groupcoord.coordinator import GroupCoordinator
 from groupcoord.node import hostile
-from groupcoord.node.config import DEFAULT_MAX_GROUPS, DEFAULT_MAX_OFFSETS
+from groupcoord.node.config_types import DEFAULT_MAX_GROUPS, DEFAULT_MAX_OFFSETS
 from groupcoord.node.group_metrics import CoreCollector, GroupCounters
 from groupcoord.node.logs import LogBudget, fields
 from groupcoord.node.partitions import PROPOSAL_FAILURES, Role
@@ -76,8 +76,10 @@ ENTRY_RECORDS_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096
 # A commit is a round trip to a majority (about 1 ms on a LAN, see docs/PERFORMANCE.md) plus the event loop's hop.
 COMMIT_BUCKETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 
-# A handler of one request: raw bytes (a unary call) or a parsed message (one request of a batch stream).
-Handle = Callable[[Any, grpc.aio.ServicerContext], Awaitable[Message]]
+# A handler of one request: raw bytes (a unary call) or a parsed message (one request of a batch stream), with its
+# call's context: gRPC's servicer context, or the request layer's (node/service.py's Context, the Kafka listener's).
+_C = TypeVar("_C")
+Handle = Callable[[Any, _C], Awaitable[Message]]
 
 
 def error_label(code: int) -> str:
@@ -284,22 +286,22 @@ class NodeMetrics:
         # group id -> time_ms of the RebalanceStarted that began its current rebalance; only groups mid-rebalance.
         self._rebalance_started_ms: dict[str, int] = {}
         self.group_counters = GroupCounters(reg, ns)
-        self._cores: Callable[[], Iterable[Runtime]] | None = None
+        self._cores: Callable[[], Iterable[GroupCoordinator]] | None = None
         self._http: tuple[Any, threading.Thread] | None = None
         self._failed_log = LogBudget(hostile.MALFORMED_LOG_PER_S)
 
     # -- requests -----------------------------------------------------------------------------------
 
-    def instrument(self, api: str, handle: Handle) -> Handle:
+    def instrument(self, api: str, handle: Handle[_C]) -> Handle[_C]:
         """Wraps one RPC's handler: counts each outcome and observes its latency."""
         metrics = _ApiMetrics(api, self.requests, self.request_latency)
 
-        async def instrumented(request: Any, context: grpc.aio.ServicerContext) -> Message:
+        async def instrumented(request: Any, context: _C) -> Message:
             start = perf_counter()
             try:
                 response = await handle(request, context)
             except grpc.aio.AbortError:
-                code = context.code()
+                code = context.code()  # type: ignore[attr-defined]  # only gRPC's context raises AbortError
                 metrics.count(f"grpc_{code.name}" if isinstance(code, grpc.StatusCode) else "grpc_UNKNOWN")
                 raise
             except asyncio.CancelledError:  # the client went away or its deadline passed
@@ -411,7 +413,7 @@ class NodeMetrics:
 
     # -- scrape-time gauges and the endpoint --------------------------------------------------------
 
-    def watch_cores(self, loop: asyncio.AbstractEventLoop, cores: Callable[[], Iterable[Runtime]]) -> None:
+    def watch_cores(self, loop: asyncio.AbstractEventLoop, cores: Callable[[], Iterable[GroupCoordinator]]) -> None:
         """Scrapes report the groups of `cores()` (the cores this node leads), read on `loop`."""
         self._cores = cores
         self.registry.register(
@@ -429,11 +431,11 @@ class NodeMetrics:
         except OSError as exc:
             raise StartupError(f"cannot serve metrics on {host}:{port}: {exc.strerror or exc}") from None
         # socketserver prints a traceback to stderr for every connection that fails (a client resetting it, say).
-        server.handle_error = self._request_failed  # type: ignore[method-assign]
+        server.handle_error = self._request_failed  # type: ignore[method-assign]  # socketserver's per-server hook
         self._http = (server, thread)
         return server.server_port
 
-    def _request_failed(self, _request: object, client_address: object) -> None:
+    def _request_failed(self, request: object, client_address: object) -> None:
         """A failed connection to the metrics port: one rate-limited line and a count, not a traceback."""
         self.on_malformed(hostile.METRICS_CONNECTION)
         skipped = self._failed_log.take(time.monotonic())

@@ -39,13 +39,13 @@ from google.protobuf.message import Message
 from pysyncobj import FAIL_REASON
 
 from groupcoord.base.logfields import fields
-from groupcoord.coordinator import Clock, Effects, GroupConfig, GroupCoordinator, GroupStore
-from groupcoord.coordinator.runtime import CoreCallFailed
+from groupcoord.coordinator import Clock, CoordinatorResult, CoreCallFailed, GroupConfig, GroupCoordinator, GroupStore
 from groupcoord.node.responses import error_response
 from groupcoord.protocol import records as r
 from groupcoord.protocol.errors import Errors
 from groupcoord.raft.digest import proposal
-from groupcoord.raft.partition import BARRIER, CLUSTER_ID, DIGEST, RECORDS, PartitionReplica, encode_entry
+from groupcoord.raft.entries import BARRIER, CLUSTER_ID, DIGEST, RECORDS, encode_entry
+from groupcoord.raft.partition import PartitionReplica
 
 if TYPE_CHECKING:
     from groupcoord.node.metrics import PartitionObserver
@@ -62,7 +62,9 @@ MAX_BATCH_RECORDS = 2048
 # How often replies held for want of a leader lease check whether it has been renewed (a heartbeat period is 50 ms).
 LEASE_RETRY_S = 0.005
 # pysyncobj's FAIL_REASON codes by the name a failed proposal is counted under (`queue_full`, `not_leader`, ...).
-FAIL_REASONS = {code: name.lower() for name, code in vars(FAIL_REASON).items() if name.isupper() and code}
+FAIL_REASONS: dict[int, str] = {
+    code: name.lower() for name, code in vars(FAIL_REASON).items() if name.isupper() and code
+}
 # A barrier or batch that committed but did not take effect (a batch below the partition's fence).
 NOT_APPLIED = "not_applied"
 # Batches proposed and not yet committed when this node stopped leading: their outcome is unknown here.
@@ -218,7 +220,8 @@ class PartitionHost:
 
         def callback(result: Any, error: Any) -> None:
             try:
-                self._loop.call_soon_threadsafe(fn, *bound, result, error)
+                # One tuple: mypy 1.13 cannot match `*bound` then more arguments to call_soon_threadsafe's *Ts.
+                self._loop.call_soon_threadsafe(fn, *(*bound, result, error))
             except RuntimeError:
                 log.debug("partition.callback_after_loop_closed", extra=fields(partition=self.partition_id))
 
@@ -226,7 +229,7 @@ class PartitionHost:
 
     # -- calls ----------------------------------------------------------------------------------------
 
-    async def call(self, request: Message, invoke: Callable[[GroupCoordinator, Token], Effects]) -> Message:
+    async def call(self, request: Message, invoke: Callable[[GroupCoordinator, Token], CoordinatorResult]) -> Message:
         """Runs one request on the working core; not leading → COORDINATOR_NOT_AVAILABLE / LOAD_IN_PROGRESS."""
         if self.role is not Role.LEADER or self.core is None:
             code = (
@@ -242,16 +245,16 @@ class PartitionHost:
         finally:
             self._waiting.pop(token, None)
 
-    def _run(self, invoke: Callable[[GroupCoordinator], Effects]) -> None:
+    def _run(self, invoke: Callable[[GroupCoordinator], CoordinatorResult]) -> None:
         core = self.core
         assert core is not None
         failure: CoreCallFailed | None = None
         try:
-            effects = invoke(core)
+            result = invoke(core)
         except CoreCallFailed as exc:
-            failure, effects = exc, exc.effects
+            failure, result = exc, exc.result
         self._rearm()
-        self._propose(effects.records, effects.replies)
+        self._propose(result.records, result.replies)
         if failure is not None:
             raise failure.__cause__ or failure
 

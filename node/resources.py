@@ -101,7 +101,7 @@ def _malloc_trim() -> Callable[[int], int] | None:
     if trim is None:
         return None
     trim.argtypes, trim.restype = [ctypes.c_size_t], ctypes.c_int
-    return trim  # type: ignore[no-any-return]
+    return trim  # type: ignore[no-any-return]  # a ctypes foreign function: int → int, as argtypes say
 
 
 async def trim_memory(interval_s: float) -> None:

@@ -19,7 +19,7 @@ from grpc_reflection.v1alpha import reflection
 from groupcoord.base.errors import StartupError
 from groupcoord.node import logs
 from groupcoord.node.cluster import NodeCluster
-from groupcoord.node.config import NodeSettings
+from groupcoord.node.config_types import NodeSettings
 from groupcoord.node.connections import ConnectionsPerAddress
 from groupcoord.node.events import EventFiles
 from groupcoord.node.forwarding import CallerForwarding
@@ -34,7 +34,7 @@ from groupcoord.node.metrics import NodeMetrics
 from groupcoord.node.resources import raise_fd_limit, trim_memory, use_jemalloc
 from groupcoord.node.service import SERVICE_NAME, GroupCoordinatorService
 from groupcoord.node.tls import peer_credentials, server_credentials, server_ssl_context
-from groupcoord.raft.partition import RaftSettings
+from groupcoord.raft.settings import RaftSettings
 
 log = logging.getLogger("groupcoord.node")
 

@@ -17,18 +17,19 @@ import asyncio
 import logging
 import secrets
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
-from typing import Any, NoReturn, Protocol
+from typing import Any, NoReturn, Protocol, TypeVar, cast
 
 import grpc
 from google.protobuf.message import DecodeError, Message
 from google.protobuf.message_factory import GetMessageClass
 
-from groupcoord.coordinator import Effects, GroupCoordinator
+from groupcoord.coordinator import CoordinatorResult, GroupCoordinator
 from groupcoord.coordinator.admin import list_groups
+from groupcoord.coordinator.validation import invalid_group_id
 from groupcoord.node.auth import Acl
 from groupcoord.node.authorizer import Authorizer
 from groupcoord.node.cluster import NodeCluster
-from groupcoord.node.config import SettingOrigin
+from groupcoord.node.config_types import SettingOrigin
 from groupcoord.node.events import read_partition
 from groupcoord.node.forwarding import CallerForwarding
 from groupcoord.node.logs import fields
@@ -62,8 +63,20 @@ class Context(Protocol):
     async def abort(self, code: grpc.StatusCode, details: str) -> NoReturn: ...
 
 
-Handler = Callable[[Message, Context], Awaitable[Message]]
-StreamHandler = Callable[[Message, Context], AsyncIterator[Message]]
+# A handler takes its own RPC's request type (pb.JoinGroupRequest, ...): the RPC's name picks the handler at run
+# time, so the table can only say "some request" (Any), and each handler's signature says which.
+Handler = Callable[[Any, Context], Awaitable[Message]]
+StreamHandler = Callable[[Any, Context], AsyncIterator[Message]]
+
+
+class _GroupEntry(Protocol):
+    """An entry of a per-group reply (DescribeGroups' groups, DeleteGroups' results)."""
+
+    @property
+    def group_id(self) -> str: ...
+
+
+_E = TypeVar("_E", bound=_GroupEntry)
 
 
 def peer_host(peer: str) -> str:
@@ -143,10 +156,10 @@ class GroupCoordinatorService:
         here, so none of it exists twice."""
         return await self._served[name](request, context)
 
-    def method_handlers(self) -> dict[str, grpc.RpcMethodHandler]:
+    def method_handlers(self) -> dict[str, grpc.RpcMethodHandler[bytes, Message]]:
         """Every RPC's handler, for `add_registered_method_handlers` (node/hostile.py: only registered methods are
         served)."""
-        handlers: dict[str, grpc.RpcMethodHandler] = {}
+        handlers: dict[str, grpc.RpcMethodHandler[bytes, Message]] = {}
         for method in SERVICE.methods:
             request_type, serializer = GetMessageClass(method.input_type), GetMessageClass(method.output_type)
             if method.client_streaming:
@@ -203,7 +216,7 @@ class GroupCoordinatorService:
 
     def _guarded(
         self, name: str, request_type: type[Message], handler: Handler
-    ) -> Callable[[bytes, Context], Awaitable]:
+    ) -> Callable[[bytes, Context], Awaitable[Message]]:
         """Parses the request, then serves it (`_serving`); malformed is INVALID_ARGUMENT, counted as such."""
         serve = self._serving(name, handler, instrumented=False)
 
@@ -271,16 +284,16 @@ class GroupCoordinatorService:
             )
 
     def _bad_group_id(self, group_id: str, allow_empty: bool = False) -> bool:
-        return (not group_id and not allow_empty) or len(group_id) > self._max_group_id_length
+        return invalid_group_id(group_id, self._max_group_id_length, allow_empty)
 
     def _routed(
-        self, method: Callable[..., Effects], allow_empty: bool = False, creates_groups: bool = False
+        self, method: Callable[..., CoordinatorResult], allow_empty: bool = False, creates_groups: bool = False
     ) -> Handler:
         """Sends a one-group request to the partition of its group (validation order: group id first). A call that
         may create a group gets the node's group count, for `max_groups_per_node`."""
 
         async def handle(request: Message, context: Context) -> Message:
-            group_id = request.group_id  # type: ignore[attr-defined]
+            group_id = request.group_id  # type: ignore[attr-defined]  # every routed RPC's request names its group
             if self._bad_group_id(group_id, allow_empty):
                 return error_response(request, Errors.INVALID_GROUP_ID)
             host = self._cluster.host_for(group_id)
@@ -307,7 +320,9 @@ class GroupCoordinatorService:
             ),
         )
 
-    async def _per_partition(self, group_ids: list[str], call: Callable[[PartitionHost, list[str]], Awaitable]) -> dict:
+    async def _per_partition(
+        self, group_ids: list[str], call: Callable[[PartitionHost, list[str]], Awaitable[list[_E]]]
+    ) -> dict[str, _E]:
         """Runs `call` once per partition with that partition's share of `group_ids`; results by group id."""
         shares: dict[int, list[str]] = {}
         for group_id in dict.fromkeys(group_ids):
@@ -316,18 +331,20 @@ class GroupCoordinatorService:
         return {item.group_id: item for answer in answers for item in answer}
 
     async def describe_groups(self, request: pb.DescribeGroupsRequest, context: Context) -> Message:
-        async def one(host: PartitionHost, ids: list[str]) -> list:
+        async def one(host: PartitionHost, ids: list[str]) -> list[pb.DescribeGroupsResponse.Group]:
             sub = pb.DescribeGroupsRequest(group_ids=ids)
-            response = await host.call(sub, lambda core, token: core.describe_groups(sub, token))
+            response = cast(
+                pb.DescribeGroupsResponse, await host.call(sub, lambda core, token: core.describe_groups(sub, token))
+            )
             # Read after the answer: the term it was answered in, or a later one of this node's. So a stale answer
             # can at worst go unnoticed by the chaos checker's `two_coordinators`, never be invented.
             epoch = host.term
-            for group in response.groups:  # type: ignore[attr-defined]
+            for group in response.groups:
                 if group.error_code == Errors.NONE:
                     group.coordinator_partition = host.partition_id
                     group.coordinator_node_id = self._cluster.node_id
                     group.coordinator_epoch = epoch
-            return list(response.groups)  # type: ignore[attr-defined]
+            return list(response.groups)
 
         self._check_names("DescribeGroups", request.group_ids)
         by_id = await self._per_partition(list(request.group_ids), one)
@@ -337,10 +354,12 @@ class GroupCoordinatorService:
         return pb.DescribeGroupsResponse(groups=[by_id[g] for g in request.group_ids])
 
     async def delete_groups(self, request: pb.DeleteGroupsRequest, context: Context) -> Message:
-        async def one(host: PartitionHost, ids: list[str]) -> list:
+        async def one(host: PartitionHost, ids: list[str]) -> list[pb.DeleteGroupsResponse.Result]:
             sub = pb.DeleteGroupsRequest(group_ids=ids)
-            response = await host.call(sub, lambda core, token: core.delete_groups(sub, token))
-            return list(response.results)  # type: ignore[attr-defined]
+            response = cast(
+                pb.DeleteGroupsResponse, await host.call(sub, lambda core, token: core.delete_groups(sub, token))
+            )
+            return list(response.results)
 
         by_id = await self._per_partition(list(request.group_ids), one)
         resp = pb.DeleteGroupsResponse()
@@ -370,11 +389,11 @@ class GroupCoordinatorService:
     async def _list_coordinated(self, request: pb.ListGroupsRequest) -> Message:
         """A partition this node is not serving (a follower, or still loading) is left out of `partitions`."""
 
-        def invoke(core: GroupCoordinator, token: int) -> Effects:
+        def invoke(core: GroupCoordinator, token: int) -> CoordinatorResult:
             return core.list_groups(request, token)
 
         hosts = [h for h in self._cluster.hosts if h.role is Role.LEADER]
-        parts = await asyncio.gather(*(h.call(request, invoke) for h in hosts))
+        parts = cast("list[pb.ListGroupsResponse]", await asyncio.gather(*(h.call(request, invoke) for h in hosts)))
         merged = pb.ListGroupsResponse(error_code=Errors.NONE)
         for host, part in zip(hosts, parts, strict=True):
             if part.error_code == Errors.INVALID_REQUEST:

@@ -8,7 +8,7 @@ from typing import Any
 
 from google.protobuf.message import Message
 
-from groupcoord.node.config import SettingOrigin
+from groupcoord.node.config_types import SettingOrigin
 from groupcoord.protocol.errors import Errors
 from groupcoord.protocol.v1 import groupcoord_pb2 as pb
 

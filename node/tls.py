@@ -16,7 +16,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 
 from groupcoord.base.errors import StartupError
-from groupcoord.node.config import NodeSettings
+from groupcoord.node.config_types import NodeSettings
 
 
 def _read(path: str, setting: str) -> bytes:

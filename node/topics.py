@@ -23,7 +23,7 @@ from groupcoord.protocol.limits import MAX_TOPICS_PER_REQUEST
 from groupcoord.protocol.v1 import groupcoord_pb2 as pb
 
 if TYPE_CHECKING:
-    from groupcoord.coordinator import Effects, GroupCoordinator
+    from groupcoord.coordinator import CoordinatorResult, GroupCoordinator
     from groupcoord.node.cluster import NodeCluster
     from groupcoord.node.service import Context
 
@@ -80,7 +80,9 @@ class TopicRegistry:
                 name=name, error_code=Errors.INVALID_TOPIC_EXCEPTION, error_message=message, num_partitions=-1
             )
 
-        def invoke(indexes: list[int]) -> tuple[pb.CreateTopicsRequest, Callable[[GroupCoordinator, int], Effects]]:
+        def invoke(
+            indexes: list[int],
+        ) -> tuple[pb.CreateTopicsRequest, Callable[[GroupCoordinator, int], CoordinatorResult]]:
             sub = pb.CreateTopicsRequest(
                 topics=[request.topics[i] for i in indexes], validate_only=request.validate_only
             )
@@ -101,7 +103,9 @@ class TopicRegistry:
                 name=name, error_code=Errors.UNKNOWN_TOPIC_OR_PARTITION, error_message=NO_SUCH_TOPIC
             )
 
-        def invoke(indexes: list[int]) -> tuple[pb.DeleteTopicsRequest, Callable[[GroupCoordinator, int], Effects]]:
+        def invoke(
+            indexes: list[int],
+        ) -> tuple[pb.DeleteTopicsRequest, Callable[[GroupCoordinator, int], CoordinatorResult]]:
             sub = pb.DeleteTopicsRequest(names=[request.names[i] for i in indexes])
             return sub, lambda core, token: core.delete_topics(sub, token)
 
@@ -117,7 +121,7 @@ class TopicRegistry:
         self,
         names: Sequence[str],
         local: Callable[[str], Any],
-        invoke: Callable[[list[int]], tuple[Any, Callable[[GroupCoordinator, int], Effects]]],
+        invoke: Callable[[list[int]], tuple[Any, Callable[[GroupCoordinator, int], CoordinatorResult]]],
     ) -> list[Any]:
         """The result for each of `names`, in order: `local`'s where it has one (an illegal name), else from the
         core of the name's partition, asked once per partition with `invoke`'s request for its share."""

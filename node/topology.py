@@ -159,14 +159,14 @@ def incarnation(data_dir: Path) -> str:
     value = meta.get("incarnation")
     if isinstance(value, str) and value:
         return value
-    meta["incarnation"] = value = uuid.uuid4().hex
+    meta["incarnation"] = minted = uuid.uuid4().hex
     tmp = meta_path.with_suffix(".tmp")
     try:
         tmp.write_text(json.dumps(meta))
         tmp.replace(meta_path)
     except OSError as exc:
         raise StartupError(f"cannot write {meta_path}: {exc.strerror}") from None
-    return value
+    return minted
 
 
 def store_cluster_id(data_dir: Path, cluster_id: str) -> None:

@@ -54,7 +54,7 @@ def _analyze(args: argparse.Namespace) -> int:
     return analyze.run(args)
 
 
-def register(commands: argparse._SubParsersAction) -> None:
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     analyze = commands.add_parser(
         "analyze",
         help="PySpark tables from exported events: rebalances and their causes, rebalances avoided, churn, "

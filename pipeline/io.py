@@ -106,7 +106,8 @@ def load(spark: SparkSession, path: Path, since_ms: int | None = None, until_ms:
     raw = raw.withColumn("_bad", F.col(CORRUPT).isNotNull() | missing | (F.col("v") < SCHEMA_VERSION)).cache()
     try:
         # Over every line, corrupt ones too: a newer writer's line may not fit this schema but still says its `v`.
-        lines, corrupt, newest = raw.agg(F.count(F.lit(1)), F.count(F.when(F.col("_bad"), 1)), F.max("v")).first()
+        counts = raw.agg(F.count(F.lit(1)), F.count(F.when(F.col("_bad"), 1)), F.max("v")).first()
+        lines, corrupt, newest = counts  # type: ignore[misc]  # an aggregate over all rows has one row, never None
         if newest is not None and newest > SCHEMA_VERSION:
             raise UserError(
                 f"events of schema version {newest}: this analyzer reads version {SCHEMA_VERSION}; upgrade groupcoord"
@@ -123,7 +124,8 @@ def load(spark: SparkSession, path: Path, since_ms: int | None = None, until_ms:
         distinct = valid.select(*KEY).distinct().count()
         unique = valid if distinct == lines - corrupt else valid.dropDuplicates(KEY)
         events = tables.in_range(unique, since_ms, until_ms).cache()
-        analysed, first_ms, last_ms = events.agg(F.count(F.lit(1)), F.min("time_ms"), F.max("time_ms")).first()
+        span = events.agg(F.count(F.lit(1)), F.min("time_ms"), F.max("time_ms")).first()
+        analysed, first_ms, last_ms = span  # type: ignore[misc]  # an aggregate over all rows has one row, never None
     finally:
         raw.unpersist()
     return Loaded(events, lines, corrupt, examples, lines - corrupt - distinct, analysed, first_ms, last_ms)

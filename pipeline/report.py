@@ -69,8 +69,9 @@ def _figure(fig: go.Figure, chart_id: str, title: str, x: dict[str, Any], y: dic
         legend={"title": {"text": ""}},
         barmode="overlay",  # a group's bars share its row, they do not stand side by side per reason
     )
-    return fig.to_html(full_html=False, include_plotlyjs=False, div_id=chart_id, config=CONFIG,
-                       default_height=f"{height}px")  # fmt: skip
+    html: str = fig.to_html(full_html=False, include_plotlyjs=False, div_id=chart_id, config=CONFIG,
+                            default_height=f"{height}px")  # fmt: skip
+    return html
 
 
 def timeline(rebalances: list[Row]) -> str:

@@ -111,7 +111,7 @@ def avoided(events: DataFrame) -> DataFrame:
     one, in the same entry, while the replacement event itself still says Stable), and every `rebalance_avoided`
     marker, whose reason (`restart`, `known_member`) is the kind.
     """
-    columns = [F.col("details.group_instance_id").alias("group_instance_id"), "generation"]
+    columns: list[Column | str] = [F.col("details.group_instance_id").alias("group_instance_id"), "generation"]
     rebalanced = events.filter(F.col("kind") == STARTED).select("partition", "index", "group").distinct()
     static = (
         events.filter((F.col("kind") == REPLACED) & (F.col("state") == "Stable"))

@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 import msgpack
 
@@ -88,16 +88,20 @@ _REGISTRY: dict[int, type[Record]] = {}
 _FIELDS: dict[type[Record], tuple[str, ...]] = {}
 
 
-def record(type_id: int, version: int = 1):  # noqa: ANN201 - class decorator
+R = TypeVar("R", bound="Record")
+
+
+def record(type_id: int, version: int = 1) -> Callable[[type[R]], type[R]]:
     """Registers a record class under a type id that must never be reused."""
 
-    def wrap(cls: type[Record]) -> type[Record]:
+    def wrap(cls: type[R]) -> type[R]:
         if type_id in _REGISTRY:
             raise ValueError(f"record type id {type_id} used twice")
         cls.TYPE = type_id
         cls.VERSION = version
         _REGISTRY[type_id] = cls
-        _FIELDS[cls] = tuple(f.name for f in dataclasses.fields(cls))  # type: ignore[arg-type]
+        fields = dataclasses.fields(cls)  # type: ignore[arg-type]  # every record class is a dataclass
+        _FIELDS[cls] = tuple(f.name for f in fields)
         return cls
 
     return wrap

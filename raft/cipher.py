@@ -69,7 +69,9 @@ class RaftCipher:
     def _header(token: bytes) -> int:
         if len(token) < _HEADER.size + _NONCE_BYTES + _TAG_BYTES:
             raise InvalidToken("token too short")
+        timestamp: int
         version, timestamp = _HEADER.unpack_from(token)
+
         if version != TOKEN_VERSION:
             raise InvalidToken(f"token version {version}")
         return timestamp

@@ -2,24 +2,14 @@
 
 It replaces pysyncobj's `FileJournal` (an mmap'd file with no checksums: a bit flip was served as data, a torn
 tail died with `struct.error`, a full disk killed the node with SIGBUS) through the `journal` our patch of
-pysyncobj reads from its conf (raft/syncobj_patch.py). The file is a header and then records:
-
-    u32 length | u32 crc32(kind + body) | u8 kind | body
-
-* ENTRY    u64 index, u64 term, command — one Raft log entry.
-* TRUNCATE u64 index — the entries from `index` on are gone (a follower's conflicting suffix).
-* HARD     u64 term, voted-for node id (utf-8, empty for none) — Raft's persistent term and vote.
-* COMMIT   u64 commit index — a hint for the replay after a restart, written once a second, never flushed.
-* BOOT     u8 durability, kernel boot id — written at every open.
-* TRUST    u8 state — 1 trusted; 0 untrusted: this replica's log may lack entries it acknowledged (a damaged
-  journal, a page-cache journal after a reboot), until it holds a committed entry of a current leader's term;
-  2 fresh: a journal made at this start, which cannot tell a brand-new cluster from a wiped data directory.
+pysyncobj reads from its conf (raft/patch_durability.py). The file is a header and then checksummed records of
+Raft's entries, term and vote, commit hints, boots and trust (raft/journal_records.py: the format and its replay).
 
 Damage found on open (a checksum mismatch, a length past the end, a zeroed record in the middle, an entry out of
 sequence) is never applied: the records from the first bad one on are dropped, the original file is kept beside
 as `<file>.damaged-<time>`, one log line names the file and offset, and the journal is marked untrusted. An
-untrusted replica grants no vote and stands for no election until it has caught up (raft/syncobj_patch.py,
-`catch_up`), so a lost entry it had acknowledged is always still on the majority that elects the next leader.
+untrusted replica grants no vote and stands for no election until it has caught up (raft/patch_catch_up.py,
+`catch_up_*`), so a lost entry it had acknowledged is always still on the majority that elects the next leader.
 
 Durability: with `fsync`, every record is written at once and `sync()` (fdatasync) runs before any Raft message
 leaves the node (raft/transport.py), so term, vote and entries are on stable storage before the replies that
@@ -39,29 +29,36 @@ import contextlib
 import errno
 import logging
 import os
-import struct
 import time
-import zlib
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from pysyncobj.journal import Journal
 
 from groupcoord.base.logfields import fields
+from groupcoord.raft.journal_records import (
+    BOOT,
+    COMMIT,
+    DURABILITY_MODES,
+    ENTRY,
+    ENTRY_HEADER,
+    FRESH,
+    HARD,
+    MAGIC,
+    TRUNCATE,
+    TRUST,
+    TRUSTED,
+    U64,
+    UNTRUSTED,
+    Damage,
+    Replay,
+    encode_record,
+    read_records,
+)
 
 log = logging.getLogger(__name__)
 
-MAGIC = b"GCJOURNAL\x00\x00\x01"  # name and format version 1
-RECORD_HEADER = struct.Struct("<II")
-ENTRY_HEADER = struct.Struct("<QQ")
-U64 = struct.Struct("<Q")
-ENTRY, TRUNCATE, HARD, COMMIT, BOOT, TRUST = range(1, 7)
-KINDS = {ENTRY, TRUNCATE, HARD, COMMIT, BOOT, TRUST}
-# A record longer than this is damage, not data (pysyncobj's own commands are far smaller: 64 KiB messages).
-MAX_RECORD_BYTES = 256 * 1024 * 1024
 PREALLOCATE_BYTES = 1024 * 1024
-DURABILITY_MODES = ("fsync", "memory")
 BOOT_ID_PATH = "/proc/sys/kernel/random/boot_id"
 
 
@@ -69,24 +66,12 @@ class JournalError(RuntimeError):
     """The journal cannot be opened or written (the message names the file and the cause)."""
 
 
-@dataclass(frozen=True)
-class Damage:
-    path: str
-    offset: int
-    reason: str
-    torn_tail: bool  # nothing was written after the bad record: a write the node did not finish
-
-
 def current_boot_id() -> str:
+    """The kernel's boot id: a journal written with durability=memory under another one may have lost writes."""
     try:
         return Path(BOOT_ID_PATH).read_text().strip()
     except OSError:
         return ""
-
-
-def _record(kind: int, body: bytes) -> bytes:
-    payload = bytes((kind,)) + body
-    return RECORD_HEADER.pack(len(payload), zlib.crc32(payload)) + payload
 
 
 def _fsync_directory(path: str) -> None:
@@ -97,89 +82,7 @@ def _fsync_directory(path: str) -> None:
         os.close(fd)
 
 
-UNTRUSTED, TRUSTED, FRESH = 0, 1, 2
-
-
-@dataclass
-class _Replay:
-    entries: list[tuple[bytes, int, int]]
-    term: int = 0
-    voted_for: str | None = None
-    commit_index: int = 1
-    boot_durability: str = ""
-    boot_id: str = ""
-    trust: int = TRUSTED
-    end: int = len(MAGIC)
-    damage: Damage | None = None
-
-
-def _replay(path: str, data: bytes) -> _Replay:
-    result = _Replay(entries=[])
-    if not data.startswith(MAGIC):
-        result.damage = Damage(path, 0, "not a groupcoord journal (bad header)", torn_tail=False)
-        result.end = 0
-        return result
-    offset = len(MAGIC)
-    while offset + RECORD_HEADER.size <= len(data):
-        length, crc = RECORD_HEADER.unpack_from(data, offset)
-        if length == 0 and crc == 0:
-            break  # the preallocated zeros after the last record
-        start, end = offset + RECORD_HEADER.size, offset + RECORD_HEADER.size + length
-        payload = data[start:end]
-        reason = ""
-        if length == 0 or length > MAX_RECORD_BYTES or end > len(data):
-            reason = f"record length {length} runs past the end of the file"
-        elif zlib.crc32(payload) != crc:
-            reason = "checksum mismatch"
-        elif payload[0] not in KINDS:
-            reason = f"unknown record kind {payload[0]}"
-        else:
-            reason = _apply(result, payload[0], payload[1:])
-        if reason:
-            torn = end >= len(data) or (not any(data[end:]) and reason == "checksum mismatch")
-            result.damage = Damage(path, offset, reason, torn_tail=torn)
-            break
-        offset = end
-    result.end = offset
-    if result.damage is None and any(data[offset:]):
-        if len(data) - offset < RECORD_HEADER.size:
-            result.damage = Damage(path, offset, "record header cut short", torn_tail=True)
-        else:
-            result.damage = Damage(path, offset, "data after the end marker", torn_tail=False)
-    return result
-
-
-def _apply(result: _Replay, kind: int, body: bytes) -> str:
-    """Applies one verified record to the replay; returns why it is damage, or ''."""
-    try:
-        if kind == ENTRY:
-            index, term = ENTRY_HEADER.unpack_from(body)
-            if result.entries and index != result.entries[-1][1] + 1:
-                return "entry out of sequence"
-            result.entries.append((body[ENTRY_HEADER.size :], index, term))
-        elif kind == TRUNCATE:
-            (index,) = U64.unpack_from(body)
-            while result.entries and result.entries[-1][1] >= index:
-                result.entries.pop()
-        elif kind == HARD:
-            (result.term,) = U64.unpack_from(body)
-            voted = body[U64.size :].decode()
-            result.voted_for = voted or None
-        elif kind == COMMIT:
-            (result.commit_index,) = U64.unpack_from(body)
-        elif kind == BOOT:
-            result.boot_durability = DURABILITY_MODES[body[0]]
-            result.boot_id = body[1:].decode()
-        elif kind == TRUST:
-            if body[0] not in (UNTRUSTED, TRUSTED, FRESH):
-                return f"unknown trust state {body[0]}"
-            result.trust = body[0]
-    except (struct.error, IndexError, UnicodeDecodeError):
-        return f"malformed record of kind {kind}"
-    return ""
-
-
-class CheckedJournal(Journal):
+class CheckedJournal(Journal):  # type: ignore[misc]  # pysyncobj has no type hints
     """pysyncobj's `Journal` interface over our record file (see the module docstring)."""
 
     def __init__(
@@ -202,7 +105,7 @@ class CheckedJournal(Journal):
         self.fsync_seconds = 0.0
         self.damage: Damage | None = None
         self._bootstrap_refused = False
-        self._fd: int | None = None
+        self._fd = -1  # no file open yet
         if not os.path.exists(path) and legacy_path is not None and os.path.exists(legacy_path):
             self._rewrite(_migrate(legacy_path))
             for old in (legacy_path, f"{legacy_path}.meta"):
@@ -212,7 +115,7 @@ class CheckedJournal(Journal):
             data = Path(path).read_bytes() if os.path.exists(path) else b""
         except OSError as exc:
             raise JournalError(f"cannot read the journal {path}: {exc.strerror}") from exc
-        replay = _replay(path, data) if data else _Replay(entries=[], trust=FRESH)
+        replay = read_records(path, data) if data else Replay(entries=[], trust=FRESH)
         boot_id = current_boot_id()
         if replay.damage is not None:
             self.damage = replay.damage
@@ -255,7 +158,7 @@ class CheckedJournal(Journal):
             self._rewrite(replay)
         else:
             self._open_for_append(replay.end)
-        self._append(_record(BOOT, bytes((DURABILITY_MODES.index(durability),)) + boot_id.encode()))
+        self._append(encode_record(BOOT, bytes((DURABILITY_MODES.index(durability),)) + boot_id.encode()))
         self._sync_now()
         if self.write_error is not None:
             raise JournalError(f"cannot write the journal {path}: {self.write_error.strerror}")
@@ -263,7 +166,7 @@ class CheckedJournal(Journal):
     # -- files ---------------------------------------------------------------------------------------
 
     def _open_for_append(self, end: int) -> None:
-        if self._fd is not None:
+        if self._fd >= 0:
             os.close(self._fd)
         try:
             self._fd = os.open(self.path, os.O_RDWR)
@@ -272,13 +175,14 @@ class CheckedJournal(Journal):
         self._offset = end
         self._allocated = os.fstat(self._fd).st_size
 
-    def _rewrite(self, replay: _Replay) -> None:
+    def _rewrite(self, replay: Replay) -> None:
         """Writes the journal's whole state to a new file and renames it into place (durably)."""
-        records = [MAGIC, _record(HARD, U64.pack(replay.term) + (replay.voted_for or "").encode())]
-        records.append(_record(COMMIT, U64.pack(replay.commit_index)))
-        records.append(_record(TRUST, bytes((replay.trust,))))
+        records = [MAGIC, encode_record(HARD, U64.pack(replay.term) + (replay.voted_for or "").encode())]
+        records.append(encode_record(COMMIT, U64.pack(replay.commit_index)))
+        records.append(encode_record(TRUST, bytes((replay.trust,))))
         records.extend(
-            _record(ENTRY, ENTRY_HEADER.pack(index, term) + bytes(command)) for command, index, term in replay.entries
+            encode_record(ENTRY, ENTRY_HEADER.pack(index, term) + bytes(command))
+            for command, index, term in replay.entries
         )
         data = b"".join(records)
         tmp = f"{self.path}.tmp"
@@ -414,7 +318,7 @@ class CheckedJournal(Journal):
     def set_trusted(self, why: str = "caught up from the leader") -> None:
         if not self.trusted:
             self.trusted, self.fresh = True, False
-            self._append(_record(TRUST, bytes((TRUSTED,))))
+            self._append(encode_record(TRUST, bytes((TRUSTED,))))
             self._sync_now()
             log.warning("journal.trusted", extra=fields(file=self.path, why=why))
 
@@ -424,21 +328,21 @@ class CheckedJournal(Journal):
         command = bytes(command)
         if self.fresh and (idx, term) != (1, 0):  # pysyncobj's own first no-op does not count
             self.fresh = False  # from now on it may acknowledge entries: an ordinary untrusted replica
-            self._append(_record(TRUST, bytes((UNTRUSTED,))))
+            self._append(encode_record(TRUST, bytes((UNTRUSTED,))))
         self._entries.append((command, idx, term))
-        self._append(_record(ENTRY, ENTRY_HEADER.pack(idx, term) + command))
+        self._append(encode_record(ENTRY, ENTRY_HEADER.pack(idx, term) + command))
 
     def clear(self) -> None:
         self._entries = []
         if not self._rewrite_state():
-            self._append(_record(TRUNCATE, U64.pack(0)))
+            self._append(encode_record(TRUNCATE, U64.pack(0)))
 
     def deleteEntriesFrom(self, entryFrom: int) -> None:
         if entryFrom >= len(self._entries):
             return
         index = self._entries[entryFrom][1]
         del self._entries[entryFrom:]
-        self._append(_record(TRUNCATE, U64.pack(index)))
+        self._append(encode_record(TRUNCATE, U64.pack(index)))
 
     def deleteEntriesTo(self, entryTo: int) -> None:
         self._entries = self._entries[entryTo:]
@@ -446,7 +350,7 @@ class CheckedJournal(Journal):
 
     def _rewrite_state(self) -> bool:
         """Compacts the file to the current state; False (and the old file kept, still valid) when it cannot."""
-        state = _Replay(list(self._entries), self._term, self._voted_for, self._commit_index, trust=self._trust)
+        state = Replay(list(self._entries), self._term, self._voted_for, self._commit_index, trust=self._trust)
         try:
             self._rewrite(state)
         except JournalError as exc:
@@ -476,7 +380,7 @@ class CheckedJournal(Journal):
         if (term, voted) == (self._term, self._voted_for):
             return
         self._term, self._voted_for = term, voted
-        self._append(_record(HARD, U64.pack(term) + (voted or "").encode()))
+        self._append(encode_record(HARD, U64.pack(term) + (voted or "").encode()))
 
     def getCurrentTerm(self) -> int:
         return self._term
@@ -490,10 +394,10 @@ class CheckedJournal(Journal):
     def _write_commit(self) -> None:
         if self._commit_index != self._commit_written:
             self._commit_written = self._commit_index
-            self._append(_record(COMMIT, U64.pack(self._commit_index)))
+            self._append(encode_record(COMMIT, U64.pack(self._commit_index)))
 
 
-def _migrate(legacy_path: str) -> _Replay:
+def _migrate(legacy_path: str) -> Replay:
     """Reads a pysyncobj 0.3.17 FileJournal (and its .meta) into a replay, for the first start after an upgrade."""
     from pysyncobj.journal import FileJournal
 
@@ -504,7 +408,7 @@ def _migrate(legacy_path: str) -> _Replay:
             f"cannot read the pysyncobj journal {legacy_path} to migrate it ({type(exc).__name__}: {exc}); "
             "move it away to rebuild this replica from the others"
         ) from exc
-    replay = _Replay(
+    replay = Replay(
         entries=[(bytes(old[i][0]), old[i][1], old[i][2]) for i in range(len(old))],
         term=old.getCurrentTerm(),
         voted_for=old.getVotedForNodeId(),

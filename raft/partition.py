@@ -3,22 +3,7 @@
 Every replica (leader included) applies committed entries to an apply-only `GroupStore` on pysyncobj's
 tick thread. There is exactly one `@replicated` method, so pysyncobj's method numbering (it sorts the
 names of replicated methods) can never re-map an old journal; what an entry means is decided by our own
-versioned envelope:
-
-    msgpack [ENTRY_VERSION, kind, term, node_id, payload]
-
-* `barrier` — committed by a new leader before it serves the partition (its own term). Applying it
-  raises the partition's fence to that term. Its payload is the leader's wall time in ms (msgpack int;
-  empty in entries written before events existed).
-* `digest` — a cross-replica state check (raft/digest.py): each replica hashes its state when it applies one, and
-  compares the proposer's hash for the previous one with its own.
-* `digest_report` — a replica's own hash at a digest entry (its index), proposed by every replica that applied it;
-  the reports of a round decide which replicas are odd (raft/digest.py).
-* `cluster_id` — partition 0 only: the cluster's id (UTF-8), minted by its first serving leader. The first one
-  applied is the cluster's; later ones (a leader that proposed one before it learned of another) are ignored.
-* `records` — `protocol.records.encode_batch` bytes. Applied only if `term` is not below the fence, so a
-  batch written by a node that had already lost leadership (pysyncobj forwards a follower's commands to
-  the leader) is never applied: term fencing.
+versioned envelope (raft/entries.py: barriers, digests, the cluster id and record batches, term-fenced).
 
 Every entry that takes effect is also reported as events (`coordinator.events`) to `on_events`, with its
 Raft log index, so that every replica writes the same events (docs/EVENTS.md). Each event also names the index
@@ -28,20 +13,16 @@ complete export from one with holes: the log's own gaps (pysyncobj's no-ops, fen
 Raft messages are encrypted with our `RaftCipher` (raft/cipher.py), not pysyncobj's Fernet. `SyncObj` is pysyncobj's
 with our patch for Raft's rules (raft/syncobj_patch.py: conflict-only truncation, pre-vote, ...).
 
-Snapshots are the store's msgpack snapshot plus the fence (a custom serializer: no pickle of our objects,
-and no fork of the gRPC process — pysyncobj only forks for its default serializer).
+Snapshots are the store's msgpack snapshot plus the fence (raft/snapshot.py); the Raft timing is `RaftSettings`
+(raft/settings.py).
 """
 
 from __future__ import annotations
 
 import logging
-import os
-import struct
 import threading
 import time
-import zlib
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import msgpack
@@ -54,128 +35,35 @@ from groupcoord.coordinator.state import GroupStore
 from groupcoord.protocol import records as r
 from groupcoord.raft.cipher import RaftCipher
 from groupcoord.raft.digest import StateDigests, read_report, report, state_digest
+from groupcoord.raft.entries import (
+    BARRIER,
+    CLUSTER_ID,
+    DIGEST,
+    DIGEST_REPORT,
+    ENTRY_VERSION,
+    RECORDS,
+    barrier_time,
+    encode_entry,
+)
 from groupcoord.raft.journal import CheckedJournal
 from groupcoord.raft.quiescence import NodeLiveness, Quiescence
+from groupcoord.raft.settings import RaftSettings
+from groupcoord.raft.snapshot import (
+    SNAPSHOT_VERSION,
+    cluster_nodes,
+    member_list,
+    raft_node,
+    read_snapshot_body,
+    set_aside_damaged_snapshot,
+    write_snapshot_file,
+)
 from groupcoord.raft.syncobj_patch import SyncObj, replicated
 from groupcoord.raft.transport import HAND_OVER, DurableTransport, RoundTrips
 
 log = logging.getLogger(__name__)
 
-ENTRY_VERSION = 1
-SNAPSHOT_VERSION = 1
-# Snapshots start with this and a CRC-32 of the msgpack body that follows.
-SNAPSHOT_MAGIC = b"GCSNAP\x00\x01"
-SNAPSHOT_CRC = struct.Struct("<I")
-BARRIER, RECORDS, DIGEST, CLUSTER_ID = "barrier", "records", "digest", "cluster_id"
-DIGEST_REPORT = "digest_report"
 
-
-@dataclass(frozen=True, slots=True)
-class RaftSettings:
-    """pysyncobj timing, tuned for failover well inside the minimum session timeout (see docs/ARCHITECTURE.md)."""
-
-    # Election timeout range (pysyncobj defaults 0.4-1.4 s).
-    election_min_s: float = 0.2
-    election_max_s: float = 0.6
-    # How often the leader sends AppendEntries when batching (default 0.1 s adds up to 100 ms per commit).
-    append_entries_period_s: float = 0.05
-    # Send each command at once instead of waiting for the next period.
-    append_entries_use_batch: bool = False
-    # A leader that has not heard from a quorum for this long steps down (default 30 s).
-    leader_fallback_timeout_s: float = 1.0
-    # Idle connections are not dropped before a send (pysyncobj >= 0.3.12 drops them and with it the
-    # first RequestVote after a leader crash); reconnects are attempted every second.
-    connection_timeout_s: float = 60.0
-    connection_retry_s: float = 1.0
-    log_compaction_min_entries: int = 5000
-    log_compaction_min_time_s: float = 300.0
-    tick_period_s: float = 0.05
-    # Raft's pre-vote (raft/syncobj_patch.py): a node that was cut off does not depose a healthy leader on return.
-    # It also bounds how soon another leader can be elected, which is what leader leases rely on (`has_lease`).
-    pre_vote: bool = True
-    # "fsync": entries, term and vote are on stable storage before any Raft message that depends on them leaves
-    # (raft/journal.py, raft/transport.py); "memory": the page cache only (lost with the OS, not with the process).
-    durability: str = "fsync"
-    # Whether replicas that all hold nothing may form a new cluster (`initial_cluster_state` new); else an empty
-    # replica only ever catches up from a leader.
-    bootstrap: bool = True
-    # How often a leader proposes a cross-replica state check (raft/digest.py); 0 turns them off.
-    digest_interval_s: float = 60.0
-    # Quiescence (raft/quiescence.py): a partition nothing has needed for this long stops its heartbeats while the
-    # node-level heartbeat shows its leader alive; 0 turns it off. Both sides then poll only this often.
-    quiesce_after_s: float = 5.0
-    rest_tick_s: float = 1.0
-
-
-def _barrier_time(payload: bytes) -> int | None:
-    try:
-        value = msgpack.unpackb(payload) if payload else None
-    except (ValueError, msgpack.UnpackException):
-        return None
-    return value if isinstance(value, int) else None
-
-
-class SnapshotDamaged(ValueError):
-    """A snapshot whose checksum or encoding is wrong (the message names the file)."""
-
-
-def _snapshot_body(path: str) -> dict[str, Any]:
-    """The snapshot's decoded body, checked; snapshots written before checksums (plain msgpack) are read as such."""
-    with open(path, "rb") as f:
-        data = f.read()
-    if data.startswith(SNAPSHOT_MAGIC):
-        header = len(SNAPSHOT_MAGIC) + SNAPSHOT_CRC.size
-        (crc,) = SNAPSHOT_CRC.unpack_from(data, len(SNAPSHOT_MAGIC))
-        data = data[header:]
-        if zlib.crc32(data) != crc:
-            raise SnapshotDamaged(f"snapshot {path}: checksum mismatch")
-    try:
-        body = msgpack.unpackb(data, raw=False, use_list=True, strict_map_key=False)
-    except (ValueError, TypeError, msgpack.UnpackException) as exc:
-        raise SnapshotDamaged(f"snapshot {path}: {exc}") from None
-    if not isinstance(body, dict):
-        raise SnapshotDamaged(f"snapshot {path}: not a snapshot")
-    return body
-
-
-def set_aside_damaged_snapshot(path: str) -> str | None:
-    """Moves a damaged snapshot out of pysyncobj's way; the reason, or None when it is sound or absent."""
-    if not os.path.exists(path):
-        return None
-    try:
-        _snapshot_body(path)
-    except SnapshotDamaged as exc:
-        kept = f"{path}.damaged-{int(time.time())}"
-        os.replace(path, kept)
-        log.error(
-            "snapshot.corrupt",
-            extra=fields(
-                file=path,
-                reason=str(exc),
-                kept_as=kept,
-                action="journal discarded too; this replica is rebuilt from the leader and takes no part in "
-                "elections until it has caught up",
-            ),
-        )
-        return str(exc)
-    return None
-
-
-def raft_node(address: str, spec: str | None = None) -> TCPNode:
-    """A pysyncobj node; `spec` is its node's entry in `peers` form (node/topology.py), kept with the node in
-    membership entries and snapshots so every replica learns where a node added online serves clients."""
-    return TCPNode(address, spec=spec) if spec else TCPNode(address)
-
-
-def _member(node: TCPNode) -> list[str]:
-    return [node.address, getattr(node, "spec", None) or ""]
-
-
-def encode_entry(kind: str, term: int, node_id: int, payload: bytes) -> bytes:
-    return msgpack.packb([ENTRY_VERSION, kind, term, node_id, payload], use_bin_type=True)
-
-
-class PartitionReplica(SyncObj):
+class PartitionReplica(SyncObj):  # type: ignore[misc]  # pysyncobj's SyncObj, patched at import: no type hints
     """The replicated log and the committed `GroupStore` of one partition on one node."""
 
     def __init__(
@@ -243,7 +131,7 @@ class PartitionReplica(SyncObj):
             # pysyncobj calls it on its tick thread when this replica becomes or stops being leader or candidate.
             onStateChanged=(lambda _old, _new: on_state_change()) if on_state_change is not None else None,
         )
-        # Both read by our patch of pysyncobj (raft/syncobj_patch.py).
+        # Both read by our patch of pysyncobj (raft/syncobj_patch.py: raft/patch_pre_vote.py, patch_catch_up.py).
         conf.preVote = settings.pre_vote
         conf.bootstrap = settings.bootstrap
         # Online membership (`add_member` / `remove_member`): pysyncobj's single-server changes through the log.
@@ -289,8 +177,8 @@ class PartitionReplica(SyncObj):
         self._node_cluster_id = cluster_id
         self._node_of = node_of
 
-        def transport(*args: Any) -> DurableTransport:
-            self._transport = DurableTransport(*args, journal=self.journal)
+        def transport(sync_obj: Any, self_node: Any, other_nodes: Any) -> DurableTransport:
+            self._transport = DurableTransport(sync_obj, self_node, other_nodes, journal=self.journal)
             self._transport.cluster_id = self._node_cluster_id
             if wall_ms is not None:
                 self._transport.wall_ms = wall_ms
@@ -312,7 +200,7 @@ class PartitionReplica(SyncObj):
 
     # -- the replicated entry point -------------------------------------------------------------------
 
-    @replicated
+    @replicated  # type: ignore[misc]  # pysyncobj's decorator has no type hints
     def apply_entry(self, entry: bytes) -> bool:
         """Runs on every replica at commit (pysyncobj tick thread); True when the entry took effect."""
         try:
@@ -329,7 +217,7 @@ class PartitionReplica(SyncObj):
                 self.fence_term = max(self.fence_term, term)
                 prev_index, self.last_effective_index = self.last_effective_index, index
             self._emit(
-                [barrier_event(_barrier_time(payload), self.partition_id, index, term, node_id)], prev_index, index
+                [barrier_event(barrier_time(payload), self.partition_id, index, term, node_id)], prev_index, index
             )
             return True
         if kind == CLUSTER_ID:
@@ -428,18 +316,12 @@ class PartitionReplica(SyncObj):
                 "last_effective_index": self.last_effective_index,
                 "cluster_id": self.cluster_id,
                 "store": self.store.snapshot(),
-                "raft": [list(last_entry), list(previous_entry), sorted(_member(node) for node in cluster)],
+                "raft": [list(last_entry), list(previous_entry), member_list(cluster)],
             }
-        data = msgpack.packb(body, use_bin_type=True)
-        with open(path, "wb") as f:
-            f.write(SNAPSHOT_MAGIC + SNAPSHOT_CRC.pack(zlib.crc32(data)) + data)
-            f.flush()
-            os.fdatasync(f.fileno())  # before pysyncobj renames it into place and compacts the journal
+        write_snapshot_file(path, body)
 
     def _read_snapshot(self, path: str) -> tuple[Any, Any, Any]:
-        body = _snapshot_body(path)
-        if body.get("version") != SNAPSHOT_VERSION or body.get("partition") != self.partition_id:
-            raise ValueError(f"snapshot {path} is not a v{SNAPSHOT_VERSION} snapshot of partition {self.partition_id}")
+        body = read_snapshot_body(path, self.partition_id)
         last_entry, previous_entry, addresses = body["raft"]
         with self.lock:
             self.store = GroupStore.restore(body["store"])
@@ -447,9 +329,7 @@ class PartitionReplica(SyncObj):
             self.last_effective_index = body.get("last_effective_index", 0)  # absent before events had prev_index
         if isinstance(body.get("cluster_id"), str):
             self._apply_cluster_id(body["cluster_id"])
-        # Members were bare addresses before they carried their node's spec.
-        members = [(m, None) if isinstance(m, str) else (m[0], m[1] or None) for m in addresses]
-        return tuple(last_entry), tuple(previous_entry), {raft_node(a, spec) for a, spec in members}
+        return tuple(last_entry), tuple(previous_entry), cluster_nodes(addresses)
 
     # -- status ---------------------------------------------------------------------------------------
 
@@ -505,7 +385,9 @@ class PartitionReplica(SyncObj):
         super().transferLeadership(node, sent)
 
     def term(self) -> int:
-        return self.raftCurrentTerm
+        """The current Raft term as this replica knows it."""
+        term: int = self.raftCurrentTerm
+        return term
 
     def peer_incarnations(self) -> dict[str, str]:
         """The incarnation id each peer's latest message carried, by Raft address."""
@@ -561,7 +443,8 @@ class PartitionReplica(SyncObj):
 
     def is_connected(self, address: str) -> bool:
         """Whether this replica has a live Raft connection to the replica at `address`."""
-        return self.isNodeConnected(TCPNode(address))
+        connected: bool = self.isNodeConnected(TCPNode(address))
+        return connected
 
     def leader_address(self) -> str | None:
         leader = self._getLeader()

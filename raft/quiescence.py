@@ -12,7 +12,7 @@ nothing (docs/PERFORMANCE.md). CockroachDB's answer is quiescence, and it is our
 * Every node sends every other node a small signed UDP datagram every `interval_s` (on its Raft base port): it is
   alive, and it leads these partitions in these terms (`NodeLiveness`). A quiet follower counts that as hearing
   from its leader: its election timer runs from the leader node's latest datagram instead of the latest
-  AppendEntries, and it refuses pre-votes while that is recent (raft/syncobj_patch.py, the `quiet_*` hunks). When
+  AppendEntries, and it refuses pre-votes while that is recent (raft/patch_quiescence.py, the `quiet_*` hunks). When
   the leader node falls silent or stops claiming the partition, the follower's timer runs out exactly as it would
   have without quiescence, so failover takes as long as before.
 * A quiet leader counts its followers' datagrams toward its leader fallback timeout, and both sides poll every
@@ -172,6 +172,7 @@ class NodeLiveness:
         cached = self._resolved.get(address)
         if cached is not None and now - cached[1] < RESOLVE_EVERY_S:
             return cached[0]
+        target: tuple[Any, ...] | None
         try:
             infos = socket.getaddrinfo(address[0], address[1], family=self._family, type=socket.SOCK_DGRAM)
             target = infos[0][4]

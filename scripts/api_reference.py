@@ -31,6 +31,7 @@ INTERNAL = (
     "groupcoord.client.calls",
     "groupcoord.client.cli_flags",
     "groupcoord.client.discovery",
+    "groupcoord.client.rebalance",
     "groupcoord.client.session",
 )
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import re
 import uuid
-from typing import Any
+from typing import Any, cast
 
 from groupcoord.node.cluster import NodeCluster
 from groupcoord.node.handon import HandOn
@@ -163,12 +163,12 @@ class KafkaApis:
                     "partitions": partitions,
                 }
             )
-        leader = self._cluster.leader_of(0)
+        controller = self._cluster.leader_of(0)
         return {
             "throttle_time": 0,
             "brokers": self._brokers(),
             "cluster_id": self._cluster.cluster_id,
-            "controller_id": leader.node_id if leader is not None else -1,
+            "controller_id": controller.node_id if controller is not None else -1,
             "topics": topics,
             "error_code": Errors.NONE,
         }
@@ -181,7 +181,10 @@ class KafkaApis:
             message = f"key type {key_type}: groupcoord coordinates consumer groups only (key type 0)"
             entries = [_no_coordinator(k, Errors.INVALID_REQUEST, message) for k in keys]
         else:
-            response = await self._service.serve("FindCoordinator", pb.FindCoordinatorRequest(group_ids=keys), context)
+            response = cast(
+                pb.FindCoordinatorResponse,
+                await self._service.serve("FindCoordinator", pb.FindCoordinatorRequest(group_ids=keys), context),
+            )
             by_id = {p.node_id: p for p in self._cluster.peers}
             for entry in response.coordinators:
                 peer = by_id.get(entry.node_id)

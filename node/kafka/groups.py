@@ -8,7 +8,7 @@ with no error; LeaveGroup below v3 names one member and answers with that member
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from groupcoord.node.kafka.common import NO_OPERATIONS, Values, member_identity
 from groupcoord.node.service import Context, GroupCoordinatorService
@@ -40,10 +40,10 @@ class GroupApis:
             client_software_name=software_name,
             client_software_version=software_version,
         )
-        response = await self._service.serve("JoinGroup", join, context)
+        response = cast(pb.JoinGroupResponse, await self._service.serve("JoinGroup", join, context))
         if version < 4 and response.error_code == Errors.MEMBER_ID_REQUIRED:
             join.member_id = response.member_id
-            response = await self._service.serve("JoinGroup", join, context)
+            response = cast(pb.JoinGroupResponse, await self._service.serve("JoinGroup", join, context))
         return {
             "throttle_time": response.throttle_time_ms,
             "error_code": response.error_code,
@@ -69,7 +69,7 @@ class GroupApis:
                 for a in request.assignments
             ],
         )
-        response = await self._service.serve("SyncGroup", sync, context)
+        response = cast(pb.SyncGroupResponse, await self._service.serve("SyncGroup", sync, context))
         return {
             "throttle_time": 0,
             "error_code": response.error_code,
@@ -80,7 +80,7 @@ class GroupApis:
 
     async def heartbeat(self, version: int, request: Any, context: Context) -> Values:
         beat = pb.HeartbeatRequest(**member_identity(request, request.generation_id))
-        response = await self._service.serve("Heartbeat", beat, context)
+        response = cast(pb.HeartbeatResponse, await self._service.serve("Heartbeat", beat, context))
         return {"throttle_time": 0, "error_code": response.error_code}
 
     async def leave_group(self, version: int, request: Any, context: Context) -> Values:
@@ -95,8 +95,11 @@ class GroupApis:
             ]
         else:
             members = [pb.LeaveGroupRequest.MemberIdentity(member_id=request.member_id)]
-        response = await self._service.serve(
-            "LeaveGroup", pb.LeaveGroupRequest(group_id=request.group_id, members=members), context
+        response = cast(
+            pb.LeaveGroupResponse,
+            await self._service.serve(
+                "LeaveGroup", pb.LeaveGroupRequest(group_id=request.group_id, members=members), context
+            ),
         )
         code = response.error_code
         if version < 3 and code == Errors.NONE and response.members:
@@ -113,8 +116,11 @@ class GroupApis:
         }
 
     async def describe_groups(self, version: int, request: Any, context: Context) -> Values:
-        response = await self._service.serve(
-            "DescribeGroups", pb.DescribeGroupsRequest(group_ids=list(request.groups)), context
+        response = cast(
+            pb.DescribeGroupsResponse,
+            await self._service.serve(
+                "DescribeGroups", pb.DescribeGroupsRequest(group_ids=list(request.groups)), context
+            ),
         )
         groups = []
         for g in response.groups:
@@ -153,8 +159,11 @@ class GroupApis:
         types = {t.lower() for t in getattr(request, "types_filter", ())}
         if types and CLASSIC not in types:
             return {"throttle_time": 0, "error_code": Errors.NONE, "groups": []}
-        response = await self._service.serve(
-            "ListGroups", pb.ListGroupsRequest(states_filter=states, coordinated_only=True), context
+        response = cast(
+            pb.ListGroupsResponse,
+            await self._service.serve(
+                "ListGroups", pb.ListGroupsRequest(states_filter=states, coordinated_only=True), context
+            ),
         )
         return {
             "throttle_time": 0,
@@ -171,8 +180,11 @@ class GroupApis:
         }
 
     async def delete_groups(self, version: int, request: Any, context: Context) -> Values:
-        response = await self._service.serve(
-            "DeleteGroups", pb.DeleteGroupsRequest(group_ids=list(request.groups_names)), context
+        response = cast(
+            pb.DeleteGroupsResponse,
+            await self._service.serve(
+                "DeleteGroups", pb.DeleteGroupsRequest(group_ids=list(request.groups_names)), context
+            ),
         )
         return {
             "throttle_time": 0,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from typing import Any
+from typing import Any, cast
 
 from groupcoord.node.kafka.common import UNKNOWN_TOPIC_ID, Values, member_identity, topic_uuid
 from groupcoord.node.service import Context, GroupCoordinatorService
@@ -47,7 +47,7 @@ class OffsetApis:
                 if name
             ],
         )
-        response = await self._service.serve("OffsetCommit", commit, context)
+        response = cast(pb.OffsetCommitResponse, await self._service.serve("OffsetCommit", commit, context))
         codes = {(t.name, p.partition_index): p.error_code for t in response.topics for p in t.partitions}
         return {
             "throttle_time": 0,
@@ -97,8 +97,10 @@ class OffsetApis:
         by_id: dict[uuid.UUID, str] | None = None,
     ) -> Values:
         """One group's offsets; `by_id` (v10) names the topics by id, in the request and in the answer."""
+        named: list[tuple[str, uuid.UUID | None, list[int]]] | None
         if topics is None:
             named = None
+
         elif by_id is None:
             named = [(t.name, None, list(t.partition_indexes)) for t in topics]
         else:
@@ -108,7 +110,7 @@ class OffsetApis:
             topics=[pb.OffsetFetchRequest.Topic(name=n, partition_indexes=i) for n, _, i in named or () if n],
             require_stable=require_stable,
         )
-        response = await self._service.serve("OffsetFetch", fetch, context)
+        response = cast(pb.OffsetFetchResponse, await self._service.serve("OffsetFetch", fetch, context))
         answered = {(t.name, p.partition_index): p for t in response.topics for p in t.partitions}
         if named is None:
             ids = {name: topic_id for topic_id, name in (by_id or {}).items()}
@@ -150,7 +152,7 @@ class OffsetApis:
                 for t in request.topics
             ],
         )
-        response = await self._service.serve("OffsetDelete", delete, context)
+        response = cast(pb.OffsetDeleteResponse, await self._service.serve("OffsetDelete", delete, context))
         return {
             "error_code": response.error_code,
             "throttle_time": 0,

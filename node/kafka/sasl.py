@@ -139,8 +139,8 @@ class SaslSession:
                 self._scram = server
                 return Step(0, None, server.get_server_first().encode())
             server = self._scram
-            server.set_client_final(text)  # type: ignore[attr-defined]
-            final = server.get_server_final().encode()  # type: ignore[attr-defined]
+            server.set_client_final(text)
+            final = server.get_server_final().encode()
         except (ScramException, UnicodeDecodeError, ValueError):
             self._scram = None
             return Step(SASL_AUTHENTICATION_FAILED, FAILED, b"")

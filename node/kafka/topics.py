@@ -13,7 +13,7 @@ import logging
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, cast
 
 from google.protobuf.message import Message
 
@@ -71,7 +71,10 @@ class TopicApis:
             names = [t.name or by_id.get(t.topic_id, "") for t in request.topics]
         else:
             names = list(request.topic_names)
-        served = await self._service.serve("DeleteTopics", pb.DeleteTopicsRequest(names=names), context)
+        served = cast(
+            pb.DeleteTopicsResponse,
+            await self._service.serve("DeleteTopics", pb.DeleteTopicsRequest(names=names), context),
+        )
         if served.error_code != Errors.NONE:
             code = _topic_error(served.error_code)
             results = [pb.DeleteTopicsResponse.Result(name=n, error_code=code, error_message=served.error_message)
@@ -124,8 +127,11 @@ class TopicApis:
         self, asked: list[pb.CreateTopicsRequest.Topic], validate_only: bool, context: Context
     ) -> list[pb.CreateTopicsResponse.Result]:
         """One result per topic asked, in order: served here, or by the leader the topic's partition has."""
-        served = await self._service.serve(
-            "CreateTopics", pb.CreateTopicsRequest(topics=asked, validate_only=validate_only), context
+        served = cast(
+            pb.CreateTopicsResponse,
+            await self._service.serve(
+                "CreateTopics", pb.CreateTopicsRequest(topics=asked, validate_only=validate_only), context
+            ),
         )
         if served.error_code != Errors.NONE:
             code = _topic_error(served.error_code)

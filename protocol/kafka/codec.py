@@ -109,14 +109,15 @@ def _read(schema: Any, frame: bytes, native: bool) -> tuple[Any, Any]:
 def _check_nulls(entity: Any) -> None:
     """kio reads a null array or string wherever the wire has one; Kafka's parser refuses it where the schema says
     the field is not nullable, and so does this (the handlers may then rely on the schema)."""
-    for name, nested in _non_nullable(type(entity)):
+    schema: type = type(entity)
+    for name, nested in _non_nullable(schema):
         value = getattr(entity, name)
         if value is None:
             raise ValueError(f"{type(entity).__name__}.{name} is null, which the schema does not allow")
         if nested:
             for item in value if isinstance(value, tuple) else (value,):
                 _check_nulls(item)
-    for name in _nullable_structs(type(entity)):
+    for name in _nullable_structs(schema):
         value = getattr(entity, name)
         if value is not None:
             for item in value if isinstance(value, tuple) else (value,):
@@ -177,7 +178,9 @@ def write_response(api_key: int, version: int, correlation_id: int, values: dict
     header_schema = ResponseHeaderV1 if schema.__flexible__ and api_key != API_VERSIONS_KEY else ResponseHeaderV0
     buffer = io.BytesIO()
     buffer.write(b"\0\0\0\0")
-    entity_writer(header_schema)(buffer, header_schema(correlation_id=correlation_id))
+    header = header_schema(correlation_id=correlation_id)  # type: ignore[arg-type]  # kio's i32 is a ranged int
+    entity_writer(header_schema)(buffer, header)
+
     entity_writer(schema)(buffer, build(schema, values))
     frame = buffer.getbuffer()
     _LENGTH.pack_into(frame, 0, len(frame) - _LENGTH.size)

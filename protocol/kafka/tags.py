@@ -9,6 +9,7 @@ native reader has failed, so the common case stays native.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from functools import cache
 from typing import Any
 
@@ -16,7 +17,8 @@ from kio.serial._introspect import EntityField, EntityTupleField, classify_field
 from kio.serial._parse import get_field_reader
 from kio.serial.readers import read_int8, read_int32, read_unsigned_varint
 
-Reader = Any
+# A reader of one value: (buffer, offset) → (value, offset after it).
+Reader = Callable[[bytes, int], tuple[Any, int]]
 
 
 def read_skipping_unknown_tags(schema: Any, buffer: bytes, offset: int, is_request_header: bool = False) -> Any:

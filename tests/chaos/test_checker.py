@@ -8,7 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from groupcoord.chaos.checker import (
+from groupcoord.chaos.checker import check
+from groupcoord.chaos.history import History
+from groupcoord.chaos.report import check_dir, render_text, to_json, write_report
+from groupcoord.chaos.verdict import (
     DOUBLE_OWNERSHIP,
     GENERATION_BACKWARDS,
     HISTORY_CORRUPT,
@@ -27,10 +30,7 @@ from groupcoord.chaos.checker import (
     WORKER_CRASHED,
     Result,
     Violation,
-    check,
 )
-from groupcoord.chaos.history import History
-from groupcoord.chaos.report import check_dir, render_text, to_json, write_report
 from tests.chaos.histories import (
     CLEAN_ALLOWED_OVERLAP_S,
     CLEAN_COMMITS,

@@ -17,8 +17,8 @@ import pytest
 from confluent_kafka.admin import AdminClient
 from grpc_health.v1 import health_pb2
 
-from groupcoord import localcluster
-from groupcoord.localcluster import ClusterState, NodeEntry
+from groupcoord import localstatus
+from groupcoord.localstate import ClusterState, NodeEntry
 from groupcoord.protocol.errors import Errors
 from groupcoord.protocol.v1 import groupcoord_pb2 as pb
 from groupcoord.protocol.v1 import groupcoord_pb2_grpc as pb_grpc
@@ -211,20 +211,20 @@ def test_the_kafka_client_settings_up_and_status_print(tmp_path: Path):
     ]
     state = ClusterState(str(tmp_path), 1, nodes, str(tmp_path / "cluster-secret"))
     servers = "bootstrap.servers=127.0.0.1:9092,127.0.0.2:9092,127.0.0.3:9092"
-    assert localcluster._kafka_clients(state) == f"Kafka clients: {servers}"
+    assert localstatus._kafka_clients(state) == f"Kafka clients: {servers}"
     state.tls_dir = str(tmp_path / "tls")
     tls = (
         f"ssl.ca.location={tmp_path}/tls/ca.pem ssl.certificate.location={tmp_path}/tls/admin.pem "
         f"ssl.key.location={tmp_path}/tls/admin-key.pem"
     )
-    assert localcluster._kafka_clients(state) == f"Kafka clients: {servers} security.protocol=SSL {tls}"
+    assert localstatus._kafka_clients(state) == f"Kafka clients: {servers} security.protocol=SSL {tls}"
     state.node_args = ["--acl-file=acl.toml", "--kafka-sasl-mechanisms", "SCRAM-SHA-256,PLAIN"]
-    sasl = localcluster._kafka_clients(state)
+    sasl = localstatus._kafka_clients(state)
     assert sasl.startswith(
         f"Kafka clients: {servers} security.protocol=SASL_SSL {tls} sasl.mechanism=SCRAM-SHA-256 (or PLAIN), "
     )
     state.tls_dir = ""
-    assert "security.protocol=SASL_PLAINTEXT sasl.mechanism=" in localcluster._kafka_clients(state)
+    assert "security.protocol=SASL_PLAINTEXT sasl.mechanism=" in localstatus._kafka_clients(state)
 
 
 def test_bad_extra_node_flag_is_refused_before_anything_starts(tmp_path: Path):

@@ -31,7 +31,7 @@ class GrowingCluster(Cluster):
 
     def __init__(self, tmp: Path) -> None:
         self.tmp, self.flags, self.size, self.security = tmp, (), 5, PLAINTEXT
-        from groupcoord.chaos.cluster import free_base
+        from groupcoord.node.launcher import free_base
 
         self.hosts = [f"127.0.0.{i + 1}" for i in range(self.size)]
         taken: set[int] = set()

@@ -10,7 +10,7 @@ import signal
 import time
 from pathlib import Path
 
-from groupcoord.localcluster import health
+from groupcoord.node.launcher import health
 from tests.cluster.test_cli_cluster import HOSTS, _cli, _free_on_every_host, _gone, cluster_dir
 
 __all__ = ["cluster_dir"]  # the fixture: a cluster directory that `cluster down` cleans up after the test

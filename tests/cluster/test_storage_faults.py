@@ -20,7 +20,7 @@ import pytest
 from groupcoord.node.topology import partition_for
 from groupcoord.protocol.errors import Errors
 from groupcoord.protocol.v1 import groupcoord_pb2 as pb
-from groupcoord.raft import journal as j
+from groupcoord.raft import journal_records as j
 from tests.cluster.test_three_nodes import PARTITIONS, Cluster, _coordinator, _rpc
 from tests.e2e.support import NodeProcess
 from tests.e2e.test_metrics import Scrape

@@ -3,24 +3,22 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import grpc
 import pytest
-from grpc_health.v1 import health_pb2
 
-from groupcoord.chaos.cluster import free_base
 from groupcoord.client.security import PLAINTEXT, ClientSecurity, sync_channel
+from groupcoord.node import launcher
+from groupcoord.node.launcher import free_base
+from groupcoord.node.topology import parse_peers
 from groupcoord.protocol.errors import Errors
 from groupcoord.protocol.v1 import groupcoord_pb2 as pb
 from groupcoord.protocol.v1 import groupcoord_pb2_grpc as pb_grpc
-from tests.e2e.support import NodeProcess, health_status, join_request
+from tests.e2e.support import NodeProcess, join_request
 
 PARTITIONS = 4
 SECRET = "cluster-test-secret"
@@ -55,29 +53,32 @@ class Cluster:
 
     def start(self, i: int) -> None:
         log_path = self.tmp / f"node{i + 1}.log"
-        cmd = [
-            sys.executable, "-m", "groupcoord", "node",
-            f"--node-id={i + 1}", f"--host={self.hosts[i]}", f"--port={self.ports[i]}",
-            f"--peers={self.peers}", f"--partitions={PARTITIONS}", f"--data-dir={self.tmp / f'data{i + 1}'}",
-            "--group-min-session-timeout-ms=1000", "--group-initial-rebalance-delay-ms=0",
-            "--log-format=json", "--shutdown-grace-ms=1000", "--kafka-port=-1", *self.flags,
-        ]  # fmt: skip
-        env = {**os.environ, "GROUPCOORD_CLUSTER_SECRET": SECRET}
-        with log_path.open("ab") as log:
-            proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
-        node = NodeProcess(proc, log_path)
+        options = launcher.NodeOptions(
+            host=self.hosts[i],
+            port=self.ports[i],
+            node_id=i + 1,
+            peers=tuple(parse_peers(self.peers)),
+            partitions=PARTITIONS,
+            data_dir=self.tmp / f"data{i + 1}",
+            kafka_port=-1,
+            flags=(
+                "--group-min-session-timeout-ms=1000", "--group-initial-rebalance-delay-ms=0",
+                "--shutdown-grace-ms=1000", *self.flags,
+            ),
+        )  # fmt: skip
+        node = NodeProcess(launcher.start(options, log_path, SECRET, own_session=False), log_path)
         node.port = self.ports[i]
         self.nodes[i] = node
 
     def wait_serving(self, timeout_s: float = 30.0) -> None:
         deadline = time.monotonic() + timeout_s
-        for i, node in enumerate(self.nodes):
-            if node is None:
-                continue
-            while health_status(self.address(i), security=self.security) != health_pb2.HealthCheckResponse.SERVING:
-                if time.monotonic() > deadline or not node.alive():
-                    raise AssertionError(f"node {i + 1} not SERVING:\n" + "\n".join(node.log_lines()[-30:]))
-                time.sleep(0.05)
+        procs = {self.address(i): node.proc for i, node in enumerate(self.nodes) if node is not None}
+        failed = launcher.wait_serving(procs, timeout_s, self.security)
+        if failed is not None:
+            i = [self.address(i) for i in range(self.size)].index(failed.address)
+            node = self.nodes[i]
+            assert node is not None
+            raise AssertionError(f"node {i + 1} not SERVING:\n" + "\n".join(node.log_lines()[-30:]))
         if all(node is not None for node in self.nodes):
             self.wait_balanced(deadline)
 
@@ -94,21 +95,12 @@ class Cluster:
     def kill(self, i: int) -> None:
         node = self.nodes[i]
         assert node is not None
-        os.kill(node.proc.pid, signal.SIGKILL)
-        node.proc.wait()
+        launcher.kill(node.proc)
         self.nodes[i] = None
 
     def stop_all(self) -> None:
-        for node in self.nodes:
-            if node is not None and node.alive():
-                node.proc.send_signal(signal.SIGTERM)
-        for i, node in enumerate(self.nodes):
-            if node is not None:
-                try:
-                    node.proc.wait(10)
-                except subprocess.TimeoutExpired:
-                    node.proc.kill()
-                    node.proc.wait()
+        launcher.stop_procs(node.proc for node in self.nodes if node is not None)
+        for i in range(len(self.nodes)):
             self.nodes[i] = None
 
 

@@ -4,28 +4,24 @@ from __future__ import annotations
 
 import asyncio
 import json
-import signal
-import subprocess
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import grpc
-from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_health.v1 import health_pb2
 
 from groupcoord.client.security import PLAINTEXT, ClientSecurity, sync_channel
+from groupcoord.node import launcher
+from groupcoord.node.launcher import SERVICE
 from groupcoord.protocol.errors import Errors
 from groupcoord.protocol.v1 import groupcoord_pb2 as pb
 from groupcoord.protocol.v1 import groupcoord_pb2_grpc as pb_grpc
 
-SERVICE = "groupcoord.v1.GroupCoordinator"
 # Short enough that the timing paths run within a test, long enough that nothing expires by accident.
 NODE_FLAGS = (
     "--group-min-session-timeout-ms=500",
     "--group-initial-rebalance-delay-ms=100",
     "--shutdown-grace-ms=2000",
-    "--log-format=json",
     "--log-level=debug",
 )
 SESSION_MS = 10_000
@@ -35,7 +31,7 @@ STARTUP_TIMEOUT_S = 20.0
 
 @dataclass
 class NodeProcess:
-    proc: subprocess.Popen[bytes]
+    proc: launcher.Proc
     log_path: Path
     port: int = 0
 
@@ -58,24 +54,24 @@ class NodeProcess:
 
 
 def start_node(
-    log_path: Path, *flags: str, security: ClientSecurity = PLAINTEXT, launcher: tuple[str, ...] = ("-m", "groupcoord")
+    log_path: Path, *flags: str, security: ClientSecurity = PLAINTEXT, entry: tuple[str, ...] = ("-m", "groupcoord")
 ) -> NodeProcess:
     """Starts a node on a port it picks itself (no race for a free port) and waits until it is SERVING
     (asked with `security`: a TLS node's health check needs its CA, and a client certificate under mTLS).
     The Kafka listener is off unless `flags` ask for it (`--kafka-port=0`): its default, 9092, may be taken.
-    `launcher`: what runs `groupcoord` in the Python process (a test may put a script of its own first)."""
-    log = log_path.open("wb")
-    cmd = [sys.executable, *launcher, "node", "--host=127.0.0.1", "--port=0", *NODE_FLAGS, "--kafka-port=-1", *flags]
-    node = NodeProcess(subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL), log_path)
-    log.close()
+    `entry`: what runs `groupcoord` in the Python process (a test may put a script of its own first)."""
+    options = launcher.NodeOptions("127.0.0.1", 0, kafka_port=-1, flags=(*NODE_FLAGS, *flags), entry=entry)
+    node = NodeProcess(launcher.start(options, log_path, truncate=True, own_session=False), log_path)
     deadline = time.monotonic() + STARTUP_TIMEOUT_S
     try:
         while time.monotonic() < deadline and node.alive():
             started = [e for e in node.events() if e.get("event") == "node.started"]
             if started:
                 node.port = int(started[0]["address"].rsplit(":", 1)[1])
-                if health_status(node.address, security=security) == health_pb2.HealthCheckResponse.SERVING:
+                left = deadline - time.monotonic()
+                if launcher.wait_serving({node.address: node.proc}, left, security) is None:
                     return node
+                break
             time.sleep(0.05)
         raise RuntimeError("node did not become SERVING:\n" + "\n".join(node.log_lines()))
     except BaseException:
@@ -94,21 +90,12 @@ async def wait_serving(address: str, timeout_s: float = STARTUP_TIMEOUT_S) -> No
 
 def health_status(address: str, service: str = SERVICE, security: ClientSecurity = PLAINTEXT) -> int | None:
     with sync_channel(address, security) as channel:
-        try:
-            reply = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(service=service), timeout=1)
-        except grpc.RpcError:
-            return None
-        return reply.status
+        return launcher.health_status(channel, service)
 
 
-def stop_node(node: NodeProcess, timeout_s: float = 10.0) -> int:
+def stop_node(node: NodeProcess, timeout_s: float = launcher.STOP_GRACE_S) -> int:
     """SIGTERM to the node's own pid, SIGKILL if it does not exit in time; returns its exit code."""
-    if node.alive():
-        node.proc.send_signal(signal.SIGTERM)
-        try:
-            return node.proc.wait(timeout_s)
-        except subprocess.TimeoutExpired:
-            node.proc.kill()
+    launcher.stop_procs([node.proc], timeout_s)
     return node.proc.wait()
 
 

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from groupcoord.cli import build_parser
-from groupcoord.node.config import SETTINGS, load
+from groupcoord.node.config import load
+from groupcoord.node.config_table import SETTINGS
 from tests.e2e.support import NodeProcess
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -11,7 +11,7 @@ failovers, and checks after every step that bad input never got into the hard st
   changes a replica as it changed the live store, and becomes a JSON-able event; restore(snapshot) + the
   records after it equals the live store (at teardown the whole log is replayed into a fresh store);
 * generations never go backwards; every member of a Stable group was in the generation its leader
-  assigned; pending members stay within `max_pending_members`; `check_derived` (test_property.py) holds;
+  assigned; pending members stay within `max_pending_members`; `check_derived` (property_model.py) holds;
 * the store respects every limit the handlers validate (ids, timeouts, protocols, metadata, offsets);
 * acknowledged offsets are never lost: each offset a commit answered NONE for is in the store until a
   later commit, retention or a deletion replaces it.
@@ -36,7 +36,8 @@ from groupcoord.protocol.v1 import groupcoord_pb2 as pb
 from tests.fuzz import strategies as hs
 from tests.fuzz.profiles import campaign, fuzz_settings, time_limit
 from tests.support import FakeClock, SeqIds
-from tests.unit.test_property import REPLY_TYPES, CoordinatorMachine, check_derived, pack, unpack
+from tests.unit.property_machine import CoordinatorMachine
+from tests.unit.property_model import REPLY_TYPES, check_derived, pack, unpack
 
 GROUPS = ("g0", "g1")
 INSTANCES = ("i0", "i1")
@@ -183,8 +184,9 @@ class HostileMachine(RuleBasedStateMachine):
                     if result.error_code == Errors.NONE:
                         self.acked[(request.group_id, topic.name, sent.partition_index)] = sent.committed_offset
 
-    # test_property's timer driver: ticks at every deadline on the way, `check_all` after each tick, and
-    # fails on a timer that keeps re-arming at the same time (a hang). It needs core, clock, absorb, check_all.
+    # test_property's timer driver (tests/unit/property_driver.py): ticks at every deadline on the way, `check_all`
+    # after each tick, and fails on a timer that keeps re-arming at the same time (a hang). It needs core, clock,
+    # absorb, check_all.
     advance_to = CoordinatorMachine.advance_to
 
     # -- rules ---------------------------------------------------------------------------------------

@@ -97,7 +97,7 @@ async def test_the_guarded_server_answers_unimplemented_and_keeps_serving():
 def test_a_node_whose_server_dies_hands_over_and_exits(tmp_path: Path):
     """Should a server die under the node all the same (here grpcio's own server, without the guard), the node
     does not linger with a closed client port: it hands over and exits with 1, and a supervisor restarts it."""
-    node = start_node(tmp_path / "node.log", "--partitions=1", launcher=UNGUARDED_NODE)
+    node = start_node(tmp_path / "node.log", "--partitions=1", entry=UNGUARDED_NODE)
     try:
         send(node.port, BAD_PATH)
         assert node.proc.wait(20) == 1

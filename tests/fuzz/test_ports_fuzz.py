@@ -29,10 +29,11 @@ from grpc_health.v1 import health_pb2
 from hypothesis import given
 from hypothesis import strategies as st
 
-from groupcoord.chaos.cluster import free_base
+from groupcoord.node.launcher import free_base
 from groupcoord.protocol.errors import Errors
 from groupcoord.protocol.v1 import groupcoord_pb2 as pb
-from groupcoord.raft.partition import PartitionReplica, RaftSettings
+from groupcoord.raft.partition import PartitionReplica
+from groupcoord.raft.settings import RaftSettings
 from tests.e2e.support import health_status
 from tests.e2e.test_metrics import Scrape, metrics_address
 from tests.fuzz import http2

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from groupcoord.chaos.cluster import free_base
 from groupcoord.client.admin import Admin
+from groupcoord.node.launcher import free_base
 from tests.cluster.test_three_nodes import Cluster
 
 TOPIC = "orders"

@@ -23,7 +23,7 @@ import pytest
 from pyspark.sql import Row, SparkSession
 from pyspark.sql.types import StructType
 
-from groupcoord.chaos.cluster import free_base
+from groupcoord.node.launcher import free_base
 from groupcoord.pipeline import analyze
 from tests.pipeline.events import scenario, write
 from tests.pipeline.test_analyze import NOT_JSON, TABLES

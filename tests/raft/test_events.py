@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from groupcoord.protocol import records as r
-from groupcoord.raft.partition import PartitionReplica, RaftSettings
+from groupcoord.raft.partition import PartitionReplica
+from groupcoord.raft.settings import RaftSettings
 from tests.raft.test_partition import SECRET, Cluster, _barrier, _commit, _offset, _wait
 
 

@@ -15,6 +15,7 @@ from pysyncobj.journal import FileJournal
 
 from groupcoord.base.logfields import FIELDS
 from groupcoord.raft import journal as j
+from groupcoord.raft import journal_records as records
 from groupcoord.raft.journal import CheckedJournal
 
 
@@ -36,7 +37,7 @@ def filled(path: Path, count: int = 20, durability: str = "fsync") -> CheckedJou
 
 def record_offsets(path: Path) -> list[int]:
     data = path.read_bytes()
-    offsets, offset = [], len(j.MAGIC)
+    offsets, offset = [], len(records.MAGIC)
     while offset + 8 <= len(data):
         length, crc = struct.unpack_from("<II", data, offset)
         if length == 0 and crc == 0:
@@ -48,7 +49,7 @@ def record_offsets(path: Path) -> list[int]:
 
 def entry_offsets(path: Path) -> list[int]:
     data = path.read_bytes()
-    return [o for o in record_offsets(path) if data[o + 8] == j.ENTRY]
+    return [o for o in record_offsets(path) if data[o + 8] == records.ENTRY]
 
 
 def test_a_reopened_journal_has_every_entry_term_vote_and_commit(tmp_path: Path):

@@ -8,17 +8,19 @@ from pathlib import Path
 
 import pytest
 
-from groupcoord.chaos.cluster import free_base
 from groupcoord.coordinator.state import GroupStore
+from groupcoord.node.launcher import free_base
 from groupcoord.protocol import records as r
-from groupcoord.raft.partition import BARRIER, RECORDS, PartitionReplica, RaftSettings, encode_entry
+from groupcoord.raft.entries import BARRIER, RECORDS, encode_entry
+from groupcoord.raft.partition import PartitionReplica
+from groupcoord.raft.settings import RaftSettings
 
 SECRET = "test-cluster-secret"
 _TAKEN: set[int] = set()
 
 
 def _free_port() -> int:
-    """Below the ephemeral range: a peer's outgoing link can never hold it (chaos/cluster.py, free_base)."""
+    """Below the ephemeral range: a peer's outgoing link can never hold it (node/launcher.py, free_base)."""
     return free_base("127.0.0.1", 1, _TAKEN)
 
 

@@ -15,10 +15,12 @@ import msgpack
 import pytest
 from pysyncobj.monotonic import monotonic as raft_clock
 
-from groupcoord.chaos.cluster import free_base
+from groupcoord.node.launcher import free_base
 from groupcoord.protocol import records as r
-from groupcoord.raft.partition import RECORDS, PartitionReplica, RaftSettings, encode_entry
+from groupcoord.raft.entries import RECORDS, encode_entry
+from groupcoord.raft.partition import PartitionReplica
 from groupcoord.raft.quiescence import DATAGRAM_VERSION, TAG_BYTES, NodeLiveness, liveness_key
+from groupcoord.raft.settings import RaftSettings
 from tests.raft.test_partition import _wait
 
 SECRET = "test-cluster-secret"

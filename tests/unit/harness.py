@@ -12,8 +12,7 @@ import itertools
 from collections.abc import Iterable
 from typing import Any
 
-from groupcoord.coordinator import GroupConfig, GroupCoordinator, GroupState
-from groupcoord.coordinator.runtime import Effects
+from groupcoord.coordinator import CoordinatorResult, GroupConfig, GroupCoordinator, GroupState
 from groupcoord.coordinator.state import Group, GroupStore
 from groupcoord.protocol import records as r
 from groupcoord.protocol.errors import Errors
@@ -39,7 +38,7 @@ def code(message: Any) -> Errors:
     return Errors(message.error_code)
 
 
-def records_of(eff: Effects, kind: type[r.Record]) -> list[Any]:
+def records_of(eff: CoordinatorResult, kind: type[r.Record]) -> list[Any]:
     return [rec for rec in eff.records if isinstance(rec, kind)]
 
 
@@ -63,7 +62,7 @@ class Harness:
     def new_token(self) -> str:
         return f"t{next(self._tokens)}"
 
-    def absorb(self, eff: Effects) -> Effects:
+    def absorb(self, eff: CoordinatorResult) -> CoordinatorResult:
         self.records.extend(eff.records)
         for token, message in eff.replies:
             assert token not in self.replies, f"token {token!r} answered twice: {self.replies[token]} then {message}"
@@ -73,7 +72,7 @@ class Harness:
                 callback(message)
         return eff
 
-    def call(self, method: str, req: Any, token: Any = None, on_reply: Any = None) -> Effects:
+    def call(self, method: str, req: Any, token: Any = None, on_reply: Any = None) -> CoordinatorResult:
         token = token if token is not None else self.new_token()
         if on_reply is not None:
             self._callbacks[token] = on_reply
@@ -83,11 +82,11 @@ class Harness:
         """The reply to `token` if it has been answered (by any call so far), else None."""
         return self.replies.get(token)
 
-    def advance(self, ms: int) -> Effects:
+    def advance(self, ms: int) -> CoordinatorResult:
         """Moves the clock by `ms`, stopping at every timer deadline on the way to fire it (as a node's
         event loop would), and returns everything those ticks wrote and answered."""
         target = self.clock.now + ms
-        merged = Effects()
+        merged = CoordinatorResult()
         while True:
             deadline = self.core.next_deadline()
             step_to = target if deadline is None or deadline > target else max(deadline, self.clock.now)
@@ -106,12 +105,12 @@ class Harness:
             for m in alive:
                 assert code(m.heartbeat().response) == Errors.NONE, m
 
-    def advance_to_next_deadline(self) -> Effects:
+    def advance_to_next_deadline(self) -> CoordinatorResult:
         deadline = self.core.next_deadline()
         assert deadline is not None
         return self.advance(max(deadline - self.clock.now, 0))
 
-    def unload(self) -> Effects:
+    def unload(self) -> CoordinatorResult:
         return self.absorb(self.core.unload())
 
     def group(self, group_id: str = "g") -> Group:
@@ -121,11 +120,11 @@ class Harness:
         return group_id in self.core.store.groups
 
     def parked_joins(self, group_id: str = "g") -> set[str]:
-        soft = self.core.soft.get(group_id)
+        soft = self.core.runtime.soft.get(group_id)
         return set(soft.join_waiters) if soft else set()
 
     def parked_syncs(self, group_id: str = "g") -> set[str]:
-        soft = self.core.soft.get(group_id)
+        soft = self.core.runtime.soft.get(group_id)
         return set(soft.sync_waiters) if soft else set()
 
     def rebalances(self, group_id: str = "g") -> list[r.RebalanceStarted]:
@@ -171,7 +170,7 @@ class Harness:
             client_id=client_id,
         )
 
-    def join(self, token: Any = None, **fields: Any) -> Effects:
+    def join(self, token: Any = None, **fields: Any) -> CoordinatorResult:
         return self.call("join_group", self.join_req(**fields), token)
 
     def sync(
@@ -185,7 +184,7 @@ class Harness:
         protocol_name: str = "",
         token: Any = None,
         on_reply: Any = None,
-    ) -> Effects:
+    ) -> CoordinatorResult:
         req = pb.SyncGroupRequest(
             group_id=group_id,
             generation_id=generation_id,
@@ -202,13 +201,13 @@ class Harness:
 
     def heartbeat(
         self, group_id: str = "g", generation_id: int = 1, member_id: str = "", instance_id: str = ""
-    ) -> Effects:
+    ) -> CoordinatorResult:
         req = pb.HeartbeatRequest(
             group_id=group_id, generation_id=generation_id, member_id=member_id, group_instance_id=instance_id
         )
         return self.call("heartbeat", req)
 
-    def leave(self, group_id: str = "g", *members: tuple[str, str] | tuple[str, str, str]) -> Effects:
+    def leave(self, group_id: str = "g", *members: tuple[str, str] | tuple[str, str, str]) -> CoordinatorResult:
         """members: (member_id, group_instance_id[, reason]) pairs."""
         req = pb.LeaveGroupRequest(
             group_id=group_id,
@@ -221,7 +220,7 @@ class Harness:
         )
         return self.call("leave_group", req)
 
-    def add_members(self, group_id: str = "g", *instance_ids: str) -> Effects:
+    def add_members(self, group_id: str = "g", *instance_ids: str) -> CoordinatorResult:
         req = pb.AddMembersToGroupRequest(group_id=group_id, group_instance_ids=list(instance_ids))
         return self.call("add_members", req)
 
@@ -232,7 +231,7 @@ class Harness:
         member_id: str = "",
         instance_id: str = "",
         offsets: dict[tuple[str, int], int | tuple[int, str]] | None = None,
-    ) -> Effects:
+    ) -> CoordinatorResult:
         """offsets: {(topic, partition): offset or (offset, metadata)}; leader epoch is offset // 10."""
         topics: dict[str, list[pb.OffsetCommitRequest.Partition]] = {}
         for (topic, partition), value in (offsets or {("t", 0): 1}).items():
@@ -254,7 +253,7 @@ class Harness:
         )
         return self.call("offset_commit", req)
 
-    def fetch(self, group_id: str = "g", topics: dict[str, list[int]] | None = None) -> Effects:
+    def fetch(self, group_id: str = "g", topics: dict[str, list[int]] | None = None) -> CoordinatorResult:
         req = pb.OffsetFetchRequest(
             group_id=group_id,
             topics=[
@@ -264,7 +263,7 @@ class Harness:
         )
         return self.call("offset_fetch", req)
 
-    def delete_offsets(self, group_id: str = "g", topics: dict[str, list[int]] | None = None) -> Effects:
+    def delete_offsets(self, group_id: str = "g", topics: dict[str, list[int]] | None = None) -> CoordinatorResult:
         req = pb.OffsetDeleteRequest(
             group_id=group_id,
             topics=[
@@ -276,16 +275,16 @@ class Harness:
         )
         return self.call("offset_delete", req)
 
-    def describe(self, *group_ids: str) -> Effects:
+    def describe(self, *group_ids: str) -> CoordinatorResult:
         return self.call("describe_groups", pb.DescribeGroupsRequest(group_ids=list(group_ids or ("g",))))
 
     def describe_one(self, group_id: str = "g") -> pb.DescribeGroupsResponse.Group:
         return self.describe(group_id).response.groups[0]
 
-    def list_groups(self, *states: str) -> Effects:
+    def list_groups(self, *states: str) -> CoordinatorResult:
         return self.call("list_groups", pb.ListGroupsRequest(states_filter=list(states)))
 
-    def delete(self, *group_ids: str) -> Effects:
+    def delete(self, *group_ids: str) -> CoordinatorResult:
         return self.call("delete_groups", pb.DeleteGroupsRequest(group_ids=list(group_ids)))
 
     # -- client-like members ------------------------------------------------------------------------
@@ -377,7 +376,7 @@ class Client:
         if resp.error_code == Errors.NONE:
             self.assignment = resp.assignment
 
-    def join(self, **over: Any) -> Effects:
+    def join(self, **over: Any) -> CoordinatorResult:
         fields: dict[str, Any] = {
             "group_id": self.group_id,
             "member_id": self.member_id,
@@ -392,11 +391,11 @@ class Client:
         self.join_token = self.h.new_token()
         return self.h.call("join_group", self.h.join_req(**fields), self.join_token, self._on_join)
 
-    def restart(self, **over: Any) -> Effects:
+    def restart(self, **over: Any) -> CoordinatorResult:
         """A static member restarting: same instance id, no member id."""
         return self.join(member_id="", **over)
 
-    def sync(self, assignments: dict[str, bytes] | None = None, **over: Any) -> Effects:
+    def sync(self, assignments: dict[str, bytes] | None = None, **over: Any) -> CoordinatorResult:
         fields: dict[str, Any] = {
             "group_id": self.group_id,
             "generation_id": self.generation,
@@ -408,7 +407,7 @@ class Client:
         self.sync_token = self.h.new_token()
         return self.h.sync(token=self.sync_token, on_reply=self._on_sync, **fields)
 
-    def heartbeat(self, **over: Any) -> Effects:
+    def heartbeat(self, **over: Any) -> CoordinatorResult:
         fields: dict[str, Any] = {
             "group_id": self.group_id,
             "generation_id": self.generation,
@@ -418,7 +417,9 @@ class Client:
         fields.update(over)
         return self.h.heartbeat(**fields)
 
-    def commit(self, offsets: dict[tuple[str, int], int | tuple[int, str]] | None = None, **over: Any) -> Effects:
+    def commit(
+        self, offsets: dict[tuple[str, int], int | tuple[int, str]] | None = None, **over: Any
+    ) -> CoordinatorResult:
         fields: dict[str, Any] = {
             "group_id": self.group_id,
             "generation_id": self.generation,
@@ -429,7 +430,7 @@ class Client:
         fields.update(over)
         return self.h.commit(**fields)
 
-    def leave(self, reason: str = "") -> Effects:
+    def leave(self, reason: str = "") -> CoordinatorResult:
         return self.h.leave(self.group_id, (self.member_id, self.instance_id, reason))
 
     def join_reply(self) -> pb.JoinGroupResponse | None:

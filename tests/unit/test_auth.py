@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from groupcoord.node import auth
 from groupcoord.node.auth import ANONYMOUS, AclError, Caller, UnknownCredentials, hash_token, load_acl, parse_acl
-from groupcoord.node.config import ConfigError
+from groupcoord.node.config_types import ConfigError
 from groupcoord.node.logs import LogBudget
 from groupcoord.protocol.v1 import groupcoord_pb2 as pb
 from tests.unit.profiles import examples
@@ -231,7 +231,8 @@ def test_a_missing_file_is_a_config_error(tmp_path):
 def test_the_node_settings_load_the_acl_file(tmp_path):
     from argparse import Namespace
 
-    from groupcoord.node.config import SETTINGS, load
+    from groupcoord.node.config import load
+    from groupcoord.node.config_table import SETTINGS
 
     path = tmp_path / "acl.toml"
     path.write_text(ACL_TEXT)

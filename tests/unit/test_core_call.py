@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from groupcoord.coordinator import GroupConfig, GroupCoordinator
-from groupcoord.coordinator.membership import Membership
-from groupcoord.coordinator.runtime import CoreCallFailed
+from groupcoord.coordinator import CoreCallFailed, GroupConfig, GroupCoordinator
+from groupcoord.coordinator.rebalance import Rebalance
 from groupcoord.protocol import records as r
 from groupcoord.protocol.errors import Errors
 from groupcoord.protocol.v1 import groupcoord_pb2 as pb
@@ -30,16 +29,16 @@ def test_failed_call_returns_applied_records_and_due_replies(monkeypatch):
     member_id = core.join_group(_join(), "t0").response.member_id
     assert core.join_group(_join(member_id), "t2").response is None  # parked until `first` rejoins
 
-    def boom(self, group):
+    def boom(self, out, group):
         raise RuntimeError("bug")
 
-    monkeypatch.setattr(Membership, "_maybe_complete_join", boom)
+    monkeypatch.setattr(Rebalance, "maybe_complete_join", boom)
     with pytest.raises(CoreCallFailed) as failed:
         core.join_group(_join(member_id, b"newer"), "t3")
-    effects = failed.value.effects
+    result = failed.value.result
     assert isinstance(failed.value.__cause__, RuntimeError)
     # The MemberUpdated it applied is handed back for replication ...
-    assert [type(rec) for rec in effects.records] == [r.MemberUpdated]
+    assert [type(rec) for rec in result.records] == [r.MemberUpdated]
     assert core.store.groups["g"].members[member_id].protocols == (("range", b"newer"),)
     # ... and the superseded parked join is still answered.
-    assert effects.reply_for("t2").error_code == Errors.REBALANCE_IN_PROGRESS
+    assert result.reply_for("t2").error_code == Errors.REBALANCE_IN_PROGRESS

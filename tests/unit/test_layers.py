@@ -33,7 +33,7 @@ ALLOWED = {
     "node": {"base", "protocol", "coordinator", "raft", "client"},
     "pipeline": {"base", "protocol"},
     "chaos": {"base", "protocol", "client", "node", "raft"},
-    "bench": {"base", "protocol", "client", "node", "raft", "coordinator", "pipeline", "chaos"},
+    "bench": {"base", "protocol", "client", "node", "raft", "coordinator", "pipeline"},
 }
 
 

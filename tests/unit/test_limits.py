@@ -243,10 +243,10 @@ def test_zero_join_rate_means_no_limit():
 def test_deleting_a_group_drops_its_bucket():
     h = Harness(join_rate_per_s=1, join_burst=5)
     (a,) = h.form("a")
-    assert "g" in h.core.soft and h.core.soft["g"].join_bucket is not None
+    assert "g" in h.core.runtime.soft and h.core.runtime.soft["g"].join_bucket is not None
     a.leave()
     h.delete("g")
-    assert "g" not in h.core.soft
+    assert "g" not in h.core.runtime.soft
 
 
 # -- offset metadata, partitions per OffsetCommit / OffsetFetch -------------------------------------------

@@ -144,7 +144,7 @@ def test_a_pending_member_of_a_stable_group_over_a_lowered_limit_is_refused_and_
     h.form("a", "b")
     d = h.member("d")
     assert code(d.join().response) == Errors.MEMBER_ID_REQUIRED
-    h.core.config = dataclasses.replace(h.config, max_size=2)
+    h.core.runtime.config = dataclasses.replace(h.config, max_size=2)
     eff = d.join()
     assert (code(eff.response), eff.response.member_id) == (Errors.GROUP_MAX_SIZE_REACHED, "")
     assert [type(x) for x in eff.records] == [r.PendingMemberRemoved]

@@ -25,6 +25,8 @@ Codes a coordinator cannot return to a member's calls, hence not covered here:
 * NON_EMPTY_GROUP, GROUP_ID_NOT_FOUND: DeleteGroups / DescribeGroups only (the Admin client's business).
 * DUPLICATE_RESOURCE (beyond the group protocol's list): AddMembersToGroup only.
 * NONE: covered implicitly by every happy path.
+
+Ownership bounded by the session, close and the blocking wrapper: test_member_session.py.
 """
 
 from __future__ import annotations
@@ -37,91 +39,36 @@ from typing import Any
 import grpc
 import pytest
 
-from groupcoord.client.discovery import Connections
-from groupcoord.client.errors import CoordinatorUnavailable, FatalError, PolicyViolation
+from groupcoord.client.errors import PolicyViolation
 from groupcoord.client.member import GroupMember
-from groupcoord.client.protocol import Assignment
-from groupcoord.client.sync import SyncGroupMember
 from groupcoord.protocol.errors import Errors
 from groupcoord.protocol.v1 import groupcoord_pb2 as pb
 from tests.unit.fake_coordinator import FakeCoordinator
+from tests.unit.member_harness import (
+    ALL,
+    Recorder,
+    failed_with,
+    member_factory,
+    quiet_after_failure,
+    started,
+    until,
+)
 
 pytestmark = pytest.mark.timeout(20)
-
-SESSION_MS = 1000
-ALL = tuple(("t", p) for p in range(4))
 
 
 @pytest.fixture
 async def other() -> AsyncIterator[FakeCoordinator]:
-    server = await FakeCoordinator(node_id=2).start()
+    server = await FakeCoordinator(node_id=2).start()  # type: ignore[abstract]  # it serves what a member calls
     yield server
     await server.stop()
-
-
-class Recorder:
-    """on_assigned / on_revoked callbacks that remember what they were given."""
-
-    def __init__(self) -> None:
-        self.assigned: list[tuple[Any, ...]] = []
-        self.revoked: list[tuple[Any, ...]] = []
-
-    def on_assigned(self, assignment: Assignment) -> None:
-        self.assigned.append(assignment.partitions)
-
-    def on_revoked(self, assignment: Assignment) -> None:
-        self.revoked.append(assignment.partitions)
 
 
 @pytest.fixture
 async def make() -> AsyncIterator[Callable[..., tuple[GroupMember, Recorder]]]:
     """Builds members on a fake (short timings) and closes them all, bounded, at the end."""
-    members: list[GroupMember] = []
-
-    def build(server: FakeCoordinator, **kwargs: Any) -> tuple[GroupMember, Recorder]:
-        recorder = Recorder()
-        options: dict[str, Any] = {
-            "client_id": "c",
-            "session_timeout_ms": SESSION_MS,
-            "rebalance_timeout_ms": 2000,
-            "heartbeat_interval_ms": 50,
-            "on_assigned": recorder.on_assigned,
-            "on_revoked": recorder.on_revoked,
-        }
-        options.update(kwargs)
-        member = GroupMember([server.address], "g", {"t": 4}, **options)
-        members.append(member)
-        return member, recorder
-
-    yield build
-    for member in members:
-        await asyncio.wait_for(member.close(), 10)
-
-
-async def started(member: GroupMember) -> GroupMember:
-    await member.start()
-    return member
-
-
-async def until(predicate: Callable[[], bool], timeout_s: float = 5.0) -> None:
-    """Polls `predicate` until true or fails after `timeout_s`."""
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        assert time.monotonic() < deadline, "condition not reached in time"
-        await asyncio.sleep(0.01)
-
-
-async def failed_with(member: GroupMember, code: int, timeout_s: float = 5.0) -> None:
-    with pytest.raises(FatalError) as caught:
-        await asyncio.wait_for(member.wait_failed(), timeout_s)
-    assert caught.value.code == code
-
-
-async def quiet_after_failure(server: FakeCoordinator) -> None:
-    """Nothing more is sent once the member failed."""
-    before = server.count()
-    await asyncio.sleep(0.3)
-    assert server.count() == before, server.requests[before:]
+    async with member_factory() as build:
+        yield build
 
 
 # -- MEMBER_ID_REQUIRED / UNKNOWN_MEMBER_ID ----------------------------------------------------------------
@@ -201,7 +148,7 @@ async def test_sync_rejoin_codes_rejoin_with_same_id(fake: FakeCoordinator, make
 def moved_to(server: FakeCoordinator, target: FakeCoordinator, code: int) -> Callable[[Any, Any], Any]:
     """A scripted answer that moves `server`'s FindCoordinator answer to `target`, then answers `code`."""
 
-    def answer(request: Any, context: Any) -> int:
+    def answer(request: Any, context: Any) -> Any:
         server.coordinator = target
         return server._error(method_of(request), request, code)
 
@@ -407,107 +354,6 @@ async def test_committed_ignores_unstable_offset_commit(fake: FakeCoordinator, m
     assert request.require_stable is False
 
 
-# -- session loss -----------------------------------------------------------------------------------------------
-
-
-async def test_heartbeat_failures_for_a_session_timeout_revoke(fake: FakeCoordinator, make: Any) -> None:
-    member, recorder = make(fake)
-    await started(member)
-    await member.wait_stable(5)
-    fake.always["Heartbeat"] = Errors.COORDINATOR_NOT_AVAILABLE
-    fake.always["JoinGroup"] = Errors.COORDINATOR_NOT_AVAILABLE
-    failing_since = time.monotonic()
-    await asyncio.sleep(SESSION_MS / 1000 / 2)
-    assert member.assignment.partitions == ALL, "kept while the coordinator may still hold the session"
-    await until(lambda: recorder.revoked == [ALL], timeout_s=3)
-    assert time.monotonic() - failing_since >= SESSION_MS / 1000 * 0.9
-    assert member.assignment.partitions == ()
-
-
-async def test_a_hanging_coordinator_cannot_stretch_ownership_past_the_session(
-    fake: FakeCoordinator, make: Any
-) -> None:
-    """A heartbeat that never returns is cut at the session deadline, not at its own (longer) RPC timeout."""
-    revoked_at: list[float] = []
-    member, _ = make(fake, heartbeat_interval_ms=400, group_instance_id="i-1")
-    member.on_revoked = lambda assignment: revoked_at.append(time.monotonic())
-    await started(member)
-    await member.wait_stable(5)
-
-    async def hang(request: Any, context: Any) -> Any:
-        await asyncio.sleep(30)
-
-    fake.always["Heartbeat"] = hang
-    fake.always["JoinGroup"] = hang
-    await until(lambda: revoked_at, timeout_s=SESSION_MS / 1000 + 2)
-    deadline = member.last_heartbeat_ok + SESSION_MS / 1000
-    assert member.revoke_reason == "session_lost"
-    assert deadline <= revoked_at[0] < deadline + 0.25, revoked_at[0] - deadline
-
-
-async def test_a_hanging_node_asked_for_the_coordinator_cannot_stretch_ownership(
-    fake: FakeCoordinator, make: Any
-) -> None:
-    """The coordinator moves and the node asked where to (FindCoordinator) hangs, like a SIGSTOPped node whose
-    socket still accepts: the lookup is cut at the session deadline, so ownership ends in time."""
-    revoked_at: list[float] = []
-    member, _ = make(fake, heartbeat_interval_ms=400, group_instance_id="i-1")
-    member.on_revoked = lambda assignment: revoked_at.append(time.monotonic())
-    await started(member)
-    await member.wait_stable(5)
-
-    async def hang(request: Any, context: Any) -> Any:
-        await asyncio.sleep(30)
-
-    fake.always["FindCoordinator"] = hang
-    fake.always["Heartbeat"] = Errors.COORDINATOR_NOT_AVAILABLE
-    await until(lambda: revoked_at, timeout_s=SESSION_MS / 1000 + 2)
-    deadline = member.last_heartbeat_ok + SESSION_MS / 1000
-    assert member.revoke_reason == "session_lost"
-    assert deadline <= revoked_at[0] < deadline + 0.25, revoked_at[0] - deadline
-
-
-async def test_a_coordinator_lookup_keeps_its_deadline_when_a_node_hangs(fake: FakeCoordinator) -> None:
-    async def hang(request: Any, context: Any) -> Any:
-        await asyncio.sleep(30)
-
-    fake.always["FindCoordinator"] = hang
-    connections = Connections([fake.address])
-    started_at = time.monotonic()
-    with pytest.raises(CoordinatorUnavailable):
-        await connections.coordinator("g", timeout_s=0.5)
-    assert time.monotonic() - started_at < 1.0
-    await connections.close()
-
-
-async def test_unreachable_cluster_revokes_after_session_timeout(fake: FakeCoordinator, make: Any) -> None:
-    # Static, so that close() sends no LeaveGroup to the unreachable cluster.
-    member, recorder = make(fake, group_instance_id="i-1")
-    await started(member)
-    await member.wait_stable(5)
-    await fake.stop()
-    await until(lambda: recorder.revoked == [ALL], timeout_s=SESSION_MS / 1000 + 1.5)
-
-
-# -- close ----------------------------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize("static", [False, True])
-async def test_close_leaves_only_when_dynamic(fake: FakeCoordinator, make: Any, static: bool) -> None:
-    member, recorder = make(fake, group_instance_id="i-1" if static else "")
-    await started(member)
-    await member.wait_stable(5)
-    member_id = member.member_id
-    await asyncio.wait_for(member.close(), 5)
-    assert recorder.revoked == [ALL]
-    leaves = fake.sent("LeaveGroup")
-    if static:
-        assert leaves == []
-    else:
-        [leave] = leaves
-        assert [(m.member_id, m.group_instance_id) for m in leave.members] == [(member_id, "")]
-
-
 # -- no busy spin -----------------------------------------------------------------------------------------------
 
 
@@ -558,25 +404,6 @@ async def test_rejoin_loops_back_off(fake: FakeCoordinator, make: Any, method: s
     n = await count_requests_for(fake, make, 0.5)
     print(f"{method} {Errors(code).name}: {n} requests in 0.5 s")
     assert n < 20
-
-
-# -- synchronous wrapper ----------------------------------------------------------------------------------------
-
-
-async def test_sync_wrapper(fake: FakeCoordinator) -> None:
-    def script() -> tuple[Any, ...]:
-        with SyncGroupMember(
-            [fake.address], "g", {"t": 4}, client_id="s", session_timeout_ms=SESSION_MS, heartbeat_interval_ms=50
-        ) as member:
-            assignment = member.wait_stable(5)
-            assert member.commit({("t", 0): 7}) == {("t", 0): Errors.NONE}
-            assert member.committed() == {("t", 0): 7}
-            assert member.assignment == assignment
-            return assignment.partitions
-
-    # The server runs on this test's loop, so the blocking script runs in a worker thread.
-    assert await asyncio.wait_for(asyncio.to_thread(script), 10) == ALL
-    assert fake.count("LeaveGroup") == 1
 
 
 # -- limits (docs/SECURITY.md#limits) --------------------------------------------------------------------------

@@ -8,7 +8,7 @@ import pytest
 
 from groupcoord.node import config as node_config
 from groupcoord.node.server import raft_settings
-from groupcoord.raft.partition import RaftSettings
+from groupcoord.raft.settings import RaftSettings
 
 
 def settings(*flags: str, environ: dict[str, str] | None = None) -> node_config.NodeSettings:

@@ -18,7 +18,7 @@ import pytest
 from groupcoord.coordinator import GroupConfig, GroupCoordinator, GroupStore
 from groupcoord.coordinator.state import Topic
 from groupcoord.node import config as node_config
-from groupcoord.node.config import ConfigError
+from groupcoord.node.config_types import ConfigError
 from groupcoord.node.responses import error_response
 from groupcoord.node.topics import TopicRegistry
 from groupcoord.node.topology import partition_for

@@ -1,0 +1,205 @@
+"""The hunks of raft/syncobj_patch.py that add Raft's pre-vote and etcd's term rules around it
+(docs/ARCHITECTURE.md lists every deviation; tests/raft/test_raft_rules.py has a test per hunk that fails on the
+unpatched code).
+
+* `pre_vote`: Raft thesis §9.6. A node that was cut off kept raising its term and, on rejoining, deposed a
+  healthy leader (one election per rejoin). With `conf.preVote`, a follower whose election timer expires first
+  asks whether it could win (a `pre_vote` in term+1, which changes no one's term or vote and is granted only by
+  nodes that have not heard from a leader within half of `raftMinTimeout` and whose log is not ahead; half,
+  because after a leader dies the followers' last messages from it are up to a heartbeat apart, and a refused
+  pre-vote costs a whole election timeout, while a healthy leader reaches its followers every heartbeat period,
+  far more often); only a majority
+  of grants starts the real election. A leadership transfer (TimeoutNow) skips the pre-vote. And etcd's rule:
+  a node whose term ran ahead answers a lower-term AppendEntries with its term (`stale_term`), so the leader
+  steps down and the cluster converges instead of that node never rejoining.
+* `pre_vote_refusal_*`: etcd's rule for pre-vote. A refusal carries the voter's term, and a pre-candidate whose
+  term is lower takes it. Without it, a node whose log is ahead but whose term is behind could never win (its
+  pre-vote at term+1 is refused by nodes with higher terms) while refusing theirs (its log is ahead): no leader.
+* `pre_vote_election` also skips the election of a replica whose `may_lead` is false: the cross-replica state check
+  found it odd (raft/digest.py), so it must not lead until rebuilt (it still votes). Its untrusted branch and the
+  `fresh` messages `pre_vote_messages` handles belong to the catch-up (raft/patch_catch_up.py).
+"""
+
+from __future__ import annotations
+
+from groupcoord.raft.patch_hunk import Hunk
+
+PRE_VOTE_HUNKS: tuple[Hunk, ...] = (
+    Hunk(
+        "pre_vote_state",
+        """        self.__transferInProgress = False
+        self.__raftLog = createJournal(self.__conf.journalFile)
+""",
+        """        self.__transferInProgress = False
+        self.__raftLog = createJournal(self.__conf.journalFile)
+        self.__preVote = getattr(self.__conf, 'preVote', False)
+        self.__preVoteTerm = None
+        self.__preVotes = set()
+        self.__lastLeaderContact = 0
+        self.__freshPeers = set()
+""",
+    ),
+    Hunk(
+        "pre_vote_election",
+        """                self.__raftElectionDeadline = monotonicTime() + self.__generateRaftTimeout()
+                self.__transferInProgress = False
+                self.__raftLeader = None
+                self.__setState(_RAFT_STATE.CANDIDATE)
+                self.__setCurrentTerm(self.__raftCurrentTerm + 1, self.__selfNode.id)
+                self.__votesCount = 1
+                for node in self.__otherNodes:
+                    self.__transport.send(node, {
+                        'type': 'request_vote',
+                        'term': self.__raftCurrentTerm,
+                        'last_log_index': self.__getCurrentLogIndex(),
+                        'last_log_term': self.__getCurrentLogTerm(),
+                    })
+                self.__onLeaderChanged()
+                if self.__votesCount > (len(self.__otherNodes) + 1) / 2:
+                    self.__onBecomeLeader()
+""",
+        """                self.__raftElectionDeadline = monotonicTime() + self.__generateRaftTimeout()
+                if not getattr(self.__raftLog, 'trusted', True):
+                    self.__announceFresh()
+                elif not getattr(self, 'may_lead', True):
+                    pass
+                elif self.__preVote and not self.__transferInProgress and self.__otherNodes:
+                    self.__startPreVote()
+                else:
+                    self.__startElection()
+""",
+    ),
+    Hunk(
+        "pre_vote_methods",
+        """    def __applyLogEntries(self):
+""",
+        """    def __announceFresh(self):
+        if getattr(self.__raftLog, 'fresh', False):
+            for node in self.__otherNodes:
+                self.__transport.send(node, {'type': 'fresh'})
+
+    def __startPreVote(self):
+        self.__preVoteTerm = self.__raftCurrentTerm + 1
+        self.__preVotes = {self.__selfNode}
+        for node in self.__otherNodes:
+            self.__transport.send(node, {
+                'type': 'pre_vote',
+                'term': self.__preVoteTerm,
+                'last_log_index': self.__getCurrentLogIndex(),
+                'last_log_term': self.__getCurrentLogTerm(),
+            })
+
+    def __startElection(self):
+        self.__preVoteTerm = None
+        self.__transferInProgress = False
+        self.__raftLeader = None
+        self.__setState(_RAFT_STATE.CANDIDATE)
+        self.__setCurrentTerm(self.__raftCurrentTerm + 1, self.__selfNode.id)
+        self.__votesCount = 1
+        for node in self.__otherNodes:
+            self.__transport.send(node, {
+                'type': 'request_vote',
+                'term': self.__raftCurrentTerm,
+                'last_log_index': self.__getCurrentLogIndex(),
+                'last_log_term': self.__getCurrentLogTerm(),
+            })
+        self.__onLeaderChanged()
+        if self.__votesCount > (len(self.__otherNodes) + 1) / 2:
+            self.__onBecomeLeader()
+
+    def __candidateLogUpToDate(self, lastLogIdx, lastLogTerm):
+        if lastLogTerm != self.__getCurrentLogTerm():
+            return lastLogTerm > self.__getCurrentLogTerm()
+        return lastLogIdx >= self.__getCurrentLogIndex()
+
+    def __heardFromLeaderRecently(self):
+        if self.__raftState == _RAFT_STATE.LEADER:
+            return True
+        return self.__raftLeader is not None and \\
+            monotonicTime() - self.__lastLeaderContact < self.__conf.raftMinTimeout / 2
+
+    def __applyLogEntries(self):
+""",
+    ),
+    Hunk(
+        "pre_vote_messages",
+        """        if message['type'] == 'request_vote' and self.__selfNode is not None:
+""",
+        """        if message['type'] == 'fresh':
+            if not getattr(self.__raftLog, 'pristine', False):
+                return
+            if not message.get('reply'):
+                self.__transport.send(node, {'type': 'fresh', 'reply': True})
+            if self.__raftLog.fresh:
+                self.__freshPeers.add(node)
+                if self.__freshPeers >= self.__otherNodes:
+                    if getattr(self.__conf, 'bootstrap', True):
+                        self.__raftLog.set_trusted('every replica of the partition holds nothing: a new cluster')
+                    else:
+                        self.__raftLog.bootstrap_refused()
+            return
+
+        if message['type'] == 'pre_vote' and self.__selfNode is not None:
+            granted = message['term'] > self.__raftCurrentTerm and \\
+                not self.__heardFromLeaderRecently() and \\
+                self.__candidateLogUpToDate(message['last_log_index'], message['last_log_term'])
+            self.__transport.send(node, {'type': 'pre_vote_response', 'term': message['term'], 'granted': granted})
+            return
+
+        if message['type'] == 'pre_vote_response':
+            if message['granted'] and self.__preVoteTerm is not None and \\
+                    message['term'] == self.__preVoteTerm == self.__raftCurrentTerm + 1 and \\
+                    self.__raftState != _RAFT_STATE.LEADER:
+                self.__preVotes.add(node)
+                if len(self.__preVotes) > (len(self.__otherNodes) + 1) / 2:
+                    self.__startElection()
+            return
+
+        if message['type'] == 'append_entries' and message['term'] < self.__raftCurrentTerm and self.__preVote:
+            self.__transport.send(node, {'type': 'stale_term', 'term': self.__raftCurrentTerm})
+            return
+
+        if message['type'] == 'stale_term' and message['term'] > self.__raftCurrentTerm:
+            self.__setCurrentTerm(message['term'], None)
+            self.__setState(_RAFT_STATE.FOLLOWER)
+            self.__raftLeader = None
+            return
+
+        if message['type'] == 'request_vote' and self.__selfNode is not None:
+""",
+    ),
+    Hunk(
+        "pre_vote_leader_contact",
+        """            self.__raftLeader = node
+            if message['term'] > self.__raftCurrentTerm:
+                self.__setCurrentTerm(message['term'], None)
+""",
+        """            self.__raftLeader = node
+            self.__lastLeaderContact = monotonicTime()
+            self.__preVoteTerm = None
+            if message['term'] > self.__raftCurrentTerm:
+                self.__setCurrentTerm(message['term'], None)
+""",
+    ),
+    Hunk(
+        "pre_vote_refusal_term",
+        "'term': message['term'], 'granted': granted})",
+        "'term': message['term'], 'granted': granted,\n"
+        "                                         'voter_term': self.__raftCurrentTerm})",
+    ),
+    Hunk(
+        "pre_vote_refusal_adopt",
+        """        if message['type'] == 'pre_vote_response':
+""",
+        """        if message['type'] == 'pre_vote_response' and not message['granted'] and \
+                message.get('voter_term', 0) > self.__raftCurrentTerm and self.__raftState != _RAFT_STATE.LEADER:
+            self.__setCurrentTerm(message['voter_term'], None)
+            self.__setState(_RAFT_STATE.FOLLOWER)
+            self.__raftLeader = None
+            self.__preVoteTerm = None
+            return
+
+        if message['type'] == 'pre_vote_response':
+""",
+    ),
+)
