@@ -67,6 +67,17 @@ def parse_topic_scope(text: str) -> TopicScope:
     return TopicScope(topic, tuple(dict.fromkeys(int(p) for p in tail.split(","))))
 
 
+def offset_value(text: str, where: str) -> int:
+    """An offset to commit, as `offsets set` and a reset file give it; `where` names it in the error."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise UserError(f"{where}: offset {text!r} is not an integer") from None
+    if value < 0:
+        raise UserError(f"{where}: offset must be >= 0")
+    return value
+
+
 def parse_reset_file(text: str, source: str) -> list[FileRow]:
     """kafka-consumer-groups' CSV: `TOPIC,PARTITION,OFFSET` lines, or `GROUP,TOPIC,PARTITION,OFFSET` (what
     --export writes for several groups). Blank lines are skipped; a bad line is named by its number."""
@@ -82,13 +93,7 @@ def parse_reset_file(text: str, source: str) -> list[FileRow]:
         topic, partition, offset = cells[-3:]
         if not topic or not partition.isdigit():
             raise UserError(f"{where}: {partition!r} is not a partition number")
-        try:
-            value = int(offset)
-        except ValueError:
-            raise UserError(f"{where}: offset {offset!r} is not an integer") from None
-        if value < 0:
-            raise UserError(f"{where}: offset must be >= 0")
-        rows.append(FileRow(group, topic, int(partition), value))
+        rows.append(FileRow(group, topic, int(partition), offset_value(offset, where)))
     if not rows:
         raise UserError(f"{source}: no offsets in the file")
     return rows

@@ -20,6 +20,7 @@ from groupcoord.offset_reset import (
     Scenario,
     TopicPartition,
     export_csv,
+    offset_value,
     parse_reset_file,
     parse_topic_scope,
     partitions_in_scope,
@@ -49,13 +50,7 @@ def parse_offset(text: str) -> tuple[TopicPartition, int]:
         tp = parse_partition(target)
     except UserError:
         raise UserError(f"{text!r} is not TOPIC:PARTITION=OFFSET (e.g. orders:0=42)") from None
-    try:
-        value = int(offset)
-    except ValueError:
-        raise UserError(f"{text!r}: offset {offset!r} is not an integer") from None
-    if value < 0:
-        raise UserError(f"{text!r}: offset must be >= 0")
-    return tp, value
+    return tp, offset_value(offset, repr(text))
 
 
 def active_group(d: GroupDescription) -> str:

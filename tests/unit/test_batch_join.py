@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from groupcoord.protocol import records as r
 from groupcoord.protocol.errors import Errors
-from tests.unit.harness import COMPLETING, EMPTY, PREPARING, STABLE, Harness, code, records_of
+from tests.unit.harness import COMPLETING, EMPTY, PREPARING, STABLE, Client, Harness, code, records_of
 
 
 def results(eff):
@@ -58,7 +58,8 @@ def test_n_pre_registered_instances_cost_exactly_one_generation_bump():
     h.assert_replay()
 
 
-def test_pre_registered_wait_is_bounded_by_the_rebalance_timeout():
+def _waiting_for_n2() -> tuple[Harness, Client, Client, Client]:
+    """A Stable group of a and b, n1 and n2 pre-registered, everyone but n2 rejoined: the join phase waits for n2."""
     h = Harness()
     a, b = h.form("a", "b", rebalance_timeout_ms=20_000, session_timeout_ms=30_000)
     h.add_members("g", "n1", "n2")
@@ -66,6 +67,11 @@ def test_pre_registered_wait_is_bounded_by_the_rebalance_timeout():
     n1.join()
     a.join()
     b.join()
+    return h, a, b, n1
+
+
+def test_pre_registered_wait_is_bounded_by_the_rebalance_timeout():
+    h, a, b, n1 = _waiting_for_n2()
     assert h.advance(19_999).records == []
     eff = h.advance(1)
     (gen,) = records_of(eff, r.GenerationCompleted)
@@ -218,13 +224,7 @@ def test_pre_registered_instances_form_a_new_group_in_one_generation_despite_the
 def test_removing_a_pre_registered_instance_ends_the_wait_for_it():
     """`members remove` of an instance that never joined: without it the group sat in PreparingRebalance until the
     rebalance timeout (~30 s with the SDK's default); now the join phase completes at once."""
-    h = Harness()
-    a, b = h.form("a", "b", rebalance_timeout_ms=20_000, session_timeout_ms=30_000)
-    h.add_members("g", "n1", "n2")
-    n1 = h.member("n1", static=True, rebalance_timeout_ms=20_000)
-    n1.join()
-    a.join()
-    b.join()
+    h, a, b, n1 = _waiting_for_n2()
     assert h.group().state == PREPARING  # waiting for n2
     eff = h.leave("g", ("", "n2", "never came"))
     assert [(m.group_instance_id, code(m)) for m in eff.response.members] == [("n2", Errors.NONE)]
