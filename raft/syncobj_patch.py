@@ -4,8 +4,8 @@ The patch is a list of small hunks applied, at import, to the `syncobj.py` of th
 SHA-256, so an upgrade fails loudly instead of patching code it was not written for); the module is compiled
 from the result, and its relative imports resolve to the installed pysyncobj package. Everything else of
 pysyncobj (transport, serializer, config) is used as installed; the journal is ours. docs/ARCHITECTURE.md lists
-every deviation; tests/raft/test_raft_rules.py and test_storage_rules.py have a test per hunk that fails on the
-unpatched code.
+every deviation; tests/raft/ (test_raft_rules, test_storage_rules, test_quiescence, test_raft_messages) has a test
+per hunk that fails on the code without it.
 
 Why hunks and not a subclass: each fix sits inside one of pysyncobj's long inline methods (`_onTick`,
 `__onMessageReceived`), so a subclass would have to re-implement them around a dozen name-mangled attributes.
@@ -17,7 +17,8 @@ The hunks, one module per concern, applied in this order (later ones may patch w
 * raft/patch_durability.py: `own_journal`, `durability_barrier`, `leader_self_count`;
 * raft/patch_catch_up.py: `catch_up_*` (an untrusted journal takes no part in elections until it caught up);
 * raft/patch_restart.py: `config_from_log`, `config_not_at_commit`, `snapshot_keeps_suffix`;
-* raft/patch_quiescence.py: `quiet_*`, `pre_vote_quiet` (an idle partition sends no heartbeats).
+* raft/patch_quiescence.py: `quiet_*`, `pre_vote_quiet` (an idle partition sends no heartbeats);
+* raft/patch_messages.py: `coalesced_append_*`, `commit_rides_along` (fewer AppendEntries per write).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from pathlib import Path
 from groupcoord.raft.patch_catch_up import CATCH_UP_HUNKS
 from groupcoord.raft.patch_durability import DURABILITY_HUNKS
 from groupcoord.raft.patch_hunk import Hunk
+from groupcoord.raft.patch_messages import MESSAGES_HUNKS
 from groupcoord.raft.patch_pre_vote import PRE_VOTE_HUNKS
 from groupcoord.raft.patch_quiescence import QUIESCENCE_HUNKS
 from groupcoord.raft.patch_replication import REPLICATION_HUNKS
@@ -47,6 +49,7 @@ HUNKS: tuple[Hunk, ...] = (
     *CATCH_UP_HUNKS,
     *RESTART_HUNKS,
     *QUIESCENCE_HUNKS,
+    *MESSAGES_HUNKS,
 )
 
 
