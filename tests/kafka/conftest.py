@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -41,7 +42,18 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Cluster,
             async with Admin([c.address(0)]) as admin:
                 return [r.error_code for r in await admin.create_topics([(TOPIC, TOPIC_PARTITIONS)])]
 
+        async def listed_everywhere() -> None:
+            """Each node lists the topic: a follower learns of a commit with the leader's next AppendEntries (up to
+            a heartbeat later), and a Kafka client's Metadata is answered from the node it asks."""
+            deadline = time.monotonic() + 10
+            for node in range(3):
+                async with Admin([c.address(node)]) as admin:
+                    while [t.name for t in await admin.list_topics([TOPIC])] != [TOPIC]:
+                        assert time.monotonic() < deadline, f"node {node + 1} does not list {TOPIC}"
+                        await asyncio.sleep(0.01)
+
         assert asyncio.run(create()) == [0]
+        asyncio.run(listed_everywhere())
         yield c, f"127.0.0.1:{port}"
     finally:
         c.stop_all()

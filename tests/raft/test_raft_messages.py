@@ -89,4 +89,5 @@ def test_a_new_commit_index_rides_on_the_next_append_entries(module: types.Modul
     if module is PATCHED:
         assert max(empty.values(), default=0) <= 1, empty  # at most one heartbeat in the window
     else:
-        assert min(empty.values(), default=0) >= 10, empty
+        # One per write; the last one may still be on its way when the tenth write's answer came.
+        assert min(empty.values(), default=0) >= 9, empty
