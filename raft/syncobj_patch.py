@@ -18,7 +18,9 @@ The hunks, one module per concern, applied in this order (later ones may patch w
 * raft/patch_catch_up.py: `catch_up_*` (an untrusted journal takes no part in elections until it caught up);
 * raft/patch_restart.py: `config_from_log`, `config_not_at_commit`, `snapshot_keeps_suffix`;
 * raft/patch_quiescence.py: `quiet_*`, `pre_vote_quiet` (an idle partition sends no heartbeats);
-* raft/patch_messages.py: `coalesced_append_*`, `commit_rides_along` (fewer AppendEntries per write).
+* raft/patch_messages.py: `coalesced_append_*`, `commit_rides_along` (fewer AppendEntries per write);
+* raft/patch_leader_lost.py: `leader_lost_*` (a follower whose leader's connection closes stands for election as
+  soon as a pre-vote can be granted).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from pathlib import Path
 from groupcoord.raft.patch_catch_up import CATCH_UP_HUNKS
 from groupcoord.raft.patch_durability import DURABILITY_HUNKS
 from groupcoord.raft.patch_hunk import Hunk
+from groupcoord.raft.patch_leader_lost import LEADER_LOST_HUNKS
 from groupcoord.raft.patch_messages import MESSAGES_HUNKS
 from groupcoord.raft.patch_pre_vote import PRE_VOTE_HUNKS
 from groupcoord.raft.patch_quiescence import QUIESCENCE_HUNKS
@@ -50,6 +53,7 @@ HUNKS: tuple[Hunk, ...] = (
     *RESTART_HUNKS,
     *QUIESCENCE_HUNKS,
     *MESSAGES_HUNKS,
+    *LEADER_LOST_HUNKS,
 )
 
 
