@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import socket
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict
@@ -13,10 +12,13 @@ from typing import TYPE_CHECKING, Any
 
 from groupcoord.admin_cli import EXIT_OK, Unreachable, add_action, connection_flags, print_json, run, table
 from groupcoord.base.errors import UserError
+from groupcoord.client.cli_flags import client_security
+from groupcoord.node.launcher import health
 from groupcoord.node.topology import Peer, format_peer, parse_peers
 
 if TYPE_CHECKING:
     from groupcoord.client.admin import Admin
+    from groupcoord.client.security import ClientSecurity
 
 # A node as in `peers` (node/topology.py).
 NODE_METAVAR = "ID=HOST:PORT:RAFT_PORT[@CLIENT_HOST:CLIENT_PORT][@kafka=KAFKA_HOST:KAFKA_PORT]"
@@ -65,7 +67,7 @@ def _cluster_replace_node(args: argparse.Namespace) -> int:
 def _cluster_join(args: argparse.Namespace) -> int:
     own = _own_peer(args)
     deadline = time.monotonic() + args.timeout
-    _wait_listening(own, args.timeout)
+    _wait_listening(own, client_security(args), args.timeout)
     join = argparse.Namespace(**{**vars(args), "node": format_peer(own)})
     while True:
         try:
@@ -98,18 +100,17 @@ def _own_peer(args: argparse.Namespace) -> Peer:
     return own
 
 
-def _wait_listening(peer: Peer, timeout_s: float) -> None:
-    """Until this node's client port accepts connections (it opens once the Raft replicas have started): a start
-    hook runs beside the node, and a voter is added only once it answers."""
+def _wait_listening(peer: Peer, security: ClientSecurity, timeout_s: float) -> None:
+    """Until this node's gRPC server answers (a health check, whatever its status): a start hook runs beside the
+    node, and a voter is added only once all its Raft ports answer, which the server waits for before it starts
+    (node/server.py). The port alone is no sign: it accepts connections from the moment it is bound."""
     deadline = time.monotonic() + timeout_s
     while True:
-        try:
-            socket.create_connection((peer.host, peer.port), timeout=1).close()
+        if health(peer.address, security=security) != "UNREACHABLE":
             return
-        except OSError as exc:
-            if time.monotonic() > deadline:
-                raise Unreachable(f"this node does not answer at {peer.host}:{peer.port}: {exc}") from None
-            time.sleep(0.2)
+        if time.monotonic() > deadline:
+            raise Unreachable(f"this node does not answer at {peer.host}:{peer.port}")
+        time.sleep(0.2)
 
 
 def _change_voters(

@@ -62,6 +62,8 @@ POLL_INTERVAL_S = 0.05
 STEADY_POLL_INTERVAL_S = 0.5
 # A refused transfer (the follower still catching up) is asked again after this long.
 HAND_OVER_RETRY_S = 0.1
+# How often a starting node looks whether its Raft ports are bound, before it opens its client port.
+RAFT_BIND_POLL_S = 0.01
 
 
 def _free_ports(host: str, count: int) -> int:
@@ -268,6 +270,18 @@ class NodeCluster:
 
     def replicas(self) -> list[PartitionReplica]:
         return [h.replica for h in self.hosts]
+
+    async def wait_listening(self, timeout_s: float) -> list[int]:
+        """Until every replica's Raft port is bound, or `timeout_s`; the partitions still unbound then.
+
+        The client port opens after this: a voter adds a node only once all its Raft ports answer
+        (node/membership.py), and a start hook asks for that as soon as the client port does."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            unbound = [h.partition_id for h in self.hosts if not h.replica.listening()]
+            if not unbound or time.monotonic() >= deadline:
+                return unbound
+            await asyncio.sleep(RAFT_BIND_POLL_S)
 
     # -- leadership and readiness -----------------------------------------------------------------------
 

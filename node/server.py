@@ -40,6 +40,9 @@ log = logging.getLogger("groupcoord.node")
 
 # On SIGTERM a leader hands its partitions over for at most this long (and never longer than the grace period).
 HAND_OVER_MAX_S = 3.0
+# At start, the client port opens once every Raft port is bound (a voter adds a node only once they all answer),
+# or after this long with a warning: a port another process holds is retried every second, as before.
+RAFT_BIND_WAIT_S = 10.0
 # The collector's young-generation threshold (CPython's default is 700). A node's requests leave little cyclic
 # garbage (grpcio's method lookup, five objects a call), but each young collection moves the requests then in
 # flight to an older generation, and enough of those bring on a full collection of the whole group state: 50 ms
@@ -155,6 +158,16 @@ class Node:
         # SERVING once every partition has a leader and those this node leads have committed their barrier.
         cluster.watch_ready(lambda ready: loop.create_task(self._set_health(("", SERVICE_NAME), ready)))
         cluster.watch_serving(lambda serving: loop.create_task(self._set_health((READINESS,), serving)))
+        unbound = await cluster.wait_listening(RAFT_BIND_WAIT_S)
+        if unbound:
+            log.warning(
+                "node.raft_ports_unbound",
+                extra=fields(
+                    partitions=unbound,
+                    raft_port=settings.raft_port,
+                    action="another process holds them; their replicas retry binding every second",
+                ),
+            )
         await server.start()
         if settings.health_port >= 0:
             extra["health_address"] = await self._start_health_port(settings)

@@ -441,6 +441,11 @@ class PartitionReplica(SyncObj):  # type: ignore[misc]  # pysyncobj's SyncObj, p
         """Proposes removing a voter; the leader refuses to remove itself (it must hand the partition over first)."""
         self.removeNodeFromCluster(TCPNode(address), callback)
 
+    def listening(self) -> bool:
+        """Whether this replica's Raft port is bound (pysyncobj binds it on the replica's first tick, and retries
+        every `bindRetryTime` while the port is taken)."""
+        return bool(self._transport.ready)
+
     def is_connected(self, address: str) -> bool:
         """Whether this replica has a live Raft connection to the replica at `address`."""
         connected: bool = self.isNodeConnected(TCPNode(address))

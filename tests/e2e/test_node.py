@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 import time
 
 import grpc
@@ -13,6 +14,7 @@ from grpc_reflection.v1alpha.proto_reflection_descriptor_database import ProtoRe
 
 from groupcoord.client.member import GroupMember
 from groupcoord.coordinator import GroupCoordinator
+from groupcoord.node import launcher
 from groupcoord.node.topology import partition_for
 from groupcoord.protocol.errors import Errors
 from groupcoord.protocol.v1 import groupcoord_pb2 as pb
@@ -173,3 +175,35 @@ async def test_a_failing_handler_answers_internal_and_the_node_keeps_serving(mon
             assert reply.error_code == Errors.NONE
     finally:
         await server.stop()
+
+
+def test_the_node_answers_only_once_every_raft_port_is_bound(tmp_path):
+    """A start hook (`cluster join`) asks the voters to add the node as soon as its server answers, and they add it
+    only once all its Raft ports do: with one of them held by another socket, the server answers nothing until the
+    node has bound it (pysyncobj retries every second)."""
+    taken: set[int] = set()
+    port, raft = launcher.free_base("127.0.0.1", 1, taken), launcher.free_base("127.0.0.1", 2, taken)
+    holder = socket.socket()
+    holder.bind(("127.0.0.1", raft + 1))  # bound, not listening: a connection to it is refused
+    options = launcher.NodeOptions(
+        "127.0.0.1", port, partitions=2, data_dir=tmp_path / "data", kafka_port=-1,
+        flags=(f"--raft-port={raft}",),
+    )  # fmt: skip
+    proc = launcher.start(options, tmp_path / "node.log", truncate=True, own_session=False)
+    address = f"127.0.0.1:{port}"
+    try:
+        shut_until = time.monotonic() + 2.0
+        while time.monotonic() < shut_until:
+            assert proc.poll() is None, (tmp_path / "node.log").read_text()
+            assert launcher.health(address) == "UNREACHABLE", "the node answered while a Raft port was not bound"
+            time.sleep(0.05)
+        holder.close()
+        deadline = time.monotonic() + 15
+        while launcher.health(address) == "UNREACHABLE":
+            assert time.monotonic() < deadline, (tmp_path / "node.log").read_text()
+            time.sleep(0.05)
+        for raft_port in (raft, raft + 1):
+            socket.create_connection(("127.0.0.1", raft_port), timeout=1).close()
+    finally:
+        holder.close()
+        launcher.stop_procs([proc])

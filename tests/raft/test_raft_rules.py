@@ -7,7 +7,6 @@ in a temporary directory; the follower tests feed AppendEntries by hand to a rep
 
 from __future__ import annotations
 
-import socket
 import threading
 import time
 import types
@@ -19,6 +18,7 @@ import pytest
 from pysyncobj import SyncObjConf
 from pysyncobj.node import TCPNode
 
+from groupcoord.node import launcher
 from groupcoord.raft import syncobj_patch
 from groupcoord.raft.syncobj_patch import HUNKS
 
@@ -46,10 +46,14 @@ WITHOUT_EITHER = module_without("conflict_only_truncation", "monotone_next_index
 WITHOUT_CHUNK_FIX = module_without("chunk_finish")
 
 
+_TAKEN: set[int] = set()
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """Below the ephemeral range (node/launcher.py, free_base): a port from it (what binding port 0 gives) can be
+    taken by a peer's outgoing link before a restarted replica binds it again, even by a link to that very port (a
+    TCP self-connect succeeds), and the replica never binds while it lives (a CI run of test_storage_rules)."""
+    return launcher.free_base("127.0.0.1", 1, _TAKEN)
 
 
 def conf(directory: Path, name: str, **overrides: Any) -> SyncObjConf:
