@@ -62,7 +62,7 @@ POLL_INTERVAL_S = 0.05
 STEADY_POLL_INTERVAL_S = 0.5
 # A refused transfer (the follower still catching up) is asked again after this long.
 HAND_OVER_RETRY_S = 0.1
-# How often a starting node looks whether its Raft ports are bound, before it opens its client port.
+# How often a starting node looks whether its Raft ports are bound, before its gRPC server starts.
 RAFT_BIND_POLL_S = 0.01
 
 
@@ -274,8 +274,8 @@ class NodeCluster:
     async def wait_listening(self, timeout_s: float) -> list[int]:
         """Until every replica's Raft port is bound, or `timeout_s`; the partitions still unbound then.
 
-        The client port opens after this: a voter adds a node only once all its Raft ports answer
-        (node/membership.py), and a start hook asks for that as soon as the client port does."""
+        The gRPC server starts after this: a voter adds a node only once all its Raft ports answer
+        (node/membership.py), and a start hook asks for that as soon as the server answers."""
         deadline = time.monotonic() + timeout_s
         while True:
             unbound = [h.partition_id for h in self.hosts if not h.replica.listening()]

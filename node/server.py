@@ -40,7 +40,7 @@ log = logging.getLogger("groupcoord.node")
 
 # On SIGTERM a leader hands its partitions over for at most this long (and never longer than the grace period).
 HAND_OVER_MAX_S = 3.0
-# At start, the client port opens once every Raft port is bound (a voter adds a node only once they all answer),
+# At start, the gRPC server starts once every Raft port is bound (a voter adds a node only once they all answer),
 # or after this long with a warning: a port another process holds is retried every second, as before.
 RAFT_BIND_WAIT_S = 10.0
 # The collector's young-generation threshold (CPython's default is 700). A node's requests leave little cyclic
