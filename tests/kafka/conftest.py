@@ -32,28 +32,33 @@ def common_port(hosts: list[str]) -> int:
         return port
 
 
+def create_topic(c: Cluster) -> None:
+    """TOPIC, created through node 1 and then listed by every node: a follower learns of a commit with the leader's
+    next AppendEntries (up to a heartbeat later), and a Kafka client's Metadata is answered from the node it asks (a
+    consumer group's leader that saw no partitions assigned none, and did not rebalance when they showed up)."""
+
+    async def create() -> list[int]:
+        async with Admin([c.address(0)]) as admin:
+            return [r.error_code for r in await admin.create_topics([(TOPIC, TOPIC_PARTITIONS)])]
+
+    async def listed_everywhere() -> None:
+        deadline = time.monotonic() + 10
+        for node in range(3):
+            async with Admin([c.address(node)]) as admin:
+                while [t.name for t in await admin.list_topics([TOPIC])] != [TOPIC]:
+                    assert time.monotonic() < deadline, f"node {node + 1} does not list {TOPIC}"
+                    await asyncio.sleep(0.01)
+
+    assert asyncio.run(create()) == [0]
+    asyncio.run(listed_everywhere())
+
+
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Cluster, str]]:
     port = common_port([f"127.0.0.{i + 1}" for i in range(3)])
     c = Cluster(Path(tmp_path_factory.mktemp("kafka")), f"--kafka-port={port}")
     try:
-
-        async def create() -> list[int]:
-            async with Admin([c.address(0)]) as admin:
-                return [r.error_code for r in await admin.create_topics([(TOPIC, TOPIC_PARTITIONS)])]
-
-        async def listed_everywhere() -> None:
-            """Each node lists the topic: a follower learns of a commit with the leader's next AppendEntries (up to
-            a heartbeat later), and a Kafka client's Metadata is answered from the node it asks."""
-            deadline = time.monotonic() + 10
-            for node in range(3):
-                async with Admin([c.address(node)]) as admin:
-                    while [t.name for t in await admin.list_topics([TOPIC])] != [TOPIC]:
-                        assert time.monotonic() < deadline, f"node {node + 1} does not list {TOPIC}"
-                        await asyncio.sleep(0.01)
-
-        assert asyncio.run(create()) == [0]
-        asyncio.run(listed_everywhere())
+        create_topic(c)
         yield c, f"127.0.0.1:{port}"
     finally:
         c.stop_all()

@@ -16,7 +16,7 @@ from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from groupcoord.client.admin import Admin, GroupDescription
 from tests.cluster.test_three_nodes import Cluster
-from tests.kafka.conftest import TOPIC, TOPIC_PARTITIONS, common_port
+from tests.kafka.conftest import TOPIC, TOPIC_PARTITIONS, common_port, create_topic
 
 # Longer than the failover takes, so that a member that had to wait for the new coordinator still has a session.
 SESSION_MS = 10_000
@@ -28,12 +28,7 @@ def own_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Clus
     port = common_port(hosts)
     c = Cluster(Path(tmp_path_factory.mktemp("kafka-failover")), f"--kafka-port={port}")
     try:
-
-        async def create() -> None:
-            async with Admin([c.address(0)]) as admin:
-                assert [r.error_code for r in await admin.create_topics([(TOPIC, TOPIC_PARTITIONS)])] == [0]
-
-        asyncio.run(create())
+        create_topic(c)
         yield c, ",".join(f"{h}:{port}" for h in hosts)
     finally:
         c.stop_all()
