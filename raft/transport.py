@@ -46,8 +46,11 @@ from pysyncobj.transport import TCPTransport
 from groupcoord.base.logfields import fields
 from groupcoord.raft.journal import CheckedJournal
 from groupcoord.raft.quiescence import Quiescence
+from groupcoord.raft.wire import install as install_wire
 
 log = logging.getLogger(__name__)
+# Every connection of this transport sends stored zlib streams instead of compressed ones (raft/wire.py).
+install_wire()
 
 # A follower asks the leader to hand its partition over (its own message type: pysyncobj ignores unknown ones).
 HAND_OVER = "gc_hand_over"
