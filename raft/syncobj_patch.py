@@ -4,9 +4,9 @@ The patch is a list of small hunks applied, at import, to the `syncobj.py` of th
 SHA-256, so an upgrade fails loudly instead of patching code it was not written for); the module is compiled
 from the result, and its relative imports resolve to the installed pysyncobj package. Everything else of
 pysyncobj (transport, serializer, config) is used as installed, except the compression of its connections
-(raft/wire.py); the journal is ours. docs/ARCHITECTURE.md lists
-every deviation; tests/raft/ (test_raft_rules, test_storage_rules, test_quiescence, test_raft_messages) has a test
-per hunk that fails on the code without it.
+(raft/wire.py); the journal is ours. docs/ARCHITECTURE.md lists every deviation; tests/raft/ (test_raft_rules,
+test_storage_rules, test_quiescence, test_raft_messages, test_leader_lost) has a test per hunk that fails on the code
+without it.
 
 Why hunks and not a subclass: each fix sits inside one of pysyncobj's long inline methods (`_onTick`,
 `__onMessageReceived`), so a subclass would have to re-implement them around a dozen name-mangled attributes.

@@ -14,6 +14,7 @@ import zlib
 from collections.abc import Iterator
 from typing import Any
 
+import pysyncobj.tcp_connection as tcp_connection
 import pytest
 from pysyncobj.poller import createPoller
 from pysyncobj.tcp_connection import TcpConnection
@@ -87,7 +88,6 @@ def test_every_size_round_trips(size: int) -> None:
 
 def test_an_unknown_tcp_connection_module_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(wire, "TCP_CONNECTION_SHA256", "0" * 64)
-    module = __import__("pysyncobj.tcp_connection", fromlist=["zlib"])
-    monkeypatch.setattr(module, "zlib", zlib)
+    monkeypatch.setattr(tcp_connection, "zlib", zlib)
     with pytest.raises(wire.WireError, match="must be brought up to date"):
         wire.install()
