@@ -10,6 +10,8 @@ groupcoord cluster, the same three workloads against both from this one Python p
   members joining one fresh group until all are Stable with an assignment → seconds.
 
 etcd fsyncs every write; groupcoord runs with its default durability (fsync) unless --node-flag says otherwise.
+Next to both, the same sequential and in-flight calls go to a gRPC server that only echoes (bench/grpc_floor.py):
+the floor of the node's transport, and the `floor_*` ratios floor/etcd say how much of a goal that floor leaves.
 It is for people comparing, not for CI: without an etcd binary it says so and runs nothing.
 """
 
@@ -28,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from groupcoord.base.errors import UserError
-from groupcoord.bench import groups, offsets
+from groupcoord.bench import groups, grpc_floor, offsets
 from groupcoord.bench.cluster import BenchCluster, CpuMeter, proc_cpu_s
 from groupcoord.bench.stats import summary
 from groupcoord.node.launcher import free_base
@@ -206,9 +208,12 @@ async def etcd_vs_groupcoord(cluster: BenchCluster, args: argparse.Namespace, in
     """One run: both clusters up at once, each workload against etcd then groupcoord (the other way round on odd
     runs, so that neither always goes first)."""
     etcd = EtcdCluster(etcd_binary(args.etcd))
+    floor = grpc_floor.EchoServer()
     etcd.start()
+    floor.start()
     try:
         leader = await etcd.wait_ready()
+        await floor.wait_ready()
         pairs: dict[str, tuple[Callable[[], Awaitable[dict[str, Any]]], Callable[[], Awaitable[dict[str, Any]]]]] = {
             "sequential": (
                 lambda: _sequential(etcd, leader, args.ops),
@@ -234,7 +239,10 @@ async def etcd_vs_groupcoord(cluster: BenchCluster, args: argparse.Namespace, in
         result["in_flight"]["groupcoord_stream"] = await offsets.commit_throughput(
             cluster, args.in_flight, args.duration, args.groups, batched=True
         )
+        result["sequential"]["grpc_floor"] = await grpc_floor.sequential(floor, args.ops)
+        result["in_flight"]["grpc_floor"] = await grpc_floor.in_flight(floor, args.in_flight, args.duration)
     finally:
+        floor.stop()
         etcd.stop()
     for name in ("sequential", "in_flight"):
         for figures in result[name].values():
@@ -245,7 +253,7 @@ async def etcd_vs_groupcoord(cluster: BenchCluster, args: argparse.Namespace, in
 
 def ratios(result: dict[str, Any]) -> dict[str, float]:
     """groupcoord / etcd for each figure of the issue's goals (below 1: groupcoord is faster or cheaper, except
-    for ops/s, where above 1 is better)."""
+    for ops/s, where above 1 is better); `floor_*`: the echo server's / etcd's, what no gRPC node can go below."""
     seq, flight, reg = result["sequential"], result["in_flight"], result["registrations"]
     joined = reg["groupcoord"]["sizes"][str(reg["etcd"]["members"])]
     out = {
@@ -257,6 +265,9 @@ def ratios(result: dict[str, Any]) -> dict[str, float]:
         "cpu_per_write_unary": flight["groupcoord"]["cpu_us_per_write"] / flight["etcd"]["cpu_us_per_write"],
         "cpu_per_write_stream": flight["groupcoord_stream"]["cpu_us_per_write"] / flight["etcd"]["cpu_us_per_write"],
         "registrations_seconds": joined["seconds"] / reg["etcd"]["seconds_all_seen"],
+        "floor_sequential_p50": seq["grpc_floor"]["latency"]["p50_ms"] / seq["etcd"]["latency"]["p50_ms"],
+        "floor_in_flight_ops_per_s": flight["grpc_floor"]["ops_per_s"] / flight["etcd"]["ops_per_s"],
+        "floor_cpu_per_write": flight["grpc_floor"]["cpu_us_per_write"] / flight["etcd"]["cpu_us_per_write"],
     }
     return {k: round(v, 3) for k, v in out.items()}
 
