@@ -12,6 +12,9 @@ groupcoord cluster, the same three workloads against both from this one Python p
 etcd fsyncs every write; groupcoord runs with its default durability (fsync) unless --node-flag says otherwise.
 Next to both, the same sequential and in-flight calls go to a gRPC server that only echoes (bench/grpc_floor.py):
 the floor of the node's transport, and the `floor_*` ratios floor/etcd say how much of a goal that floor leaves.
+The cluster runs its Kafka listener too, and the three workloads are measured again over Kafka's protocol (the
+`kafka` scenario's client, bench/kafka_client.py): groupcoord's users are Kafka clients as much as the SDK, and
+the `kafka_*` ratios are theirs.
 It is for people comparing, not for CI: without an etcd binary it says so and runs nothing.
 """
 
@@ -30,8 +33,9 @@ from pathlib import Path
 from typing import Any
 
 from groupcoord.base.errors import UserError
-from groupcoord.bench import groups, grpc_floor, offsets
+from groupcoord.bench import groups, grpc_floor, kafka_bench, offsets
 from groupcoord.bench.cluster import BenchCluster, CpuMeter, proc_cpu_s
+from groupcoord.bench.kafka_client import KafkaClient
 from groupcoord.bench.stats import summary
 from groupcoord.node.launcher import free_base
 
@@ -209,6 +213,8 @@ async def etcd_vs_groupcoord(cluster: BenchCluster, args: argparse.Namespace, in
     runs, so that neither always goes first)."""
     etcd = EtcdCluster(etcd_binary(args.etcd))
     floor = grpc_floor.EchoServer()
+    port = kafka_bench.listener_port(cluster)
+    kafka = KafkaClient([f"{address.rsplit(':', 1)[0]}:{port}" for address in cluster.addresses.values()])
     etcd.start()
     floor.start()
     try:
@@ -239,9 +245,17 @@ async def etcd_vs_groupcoord(cluster: BenchCluster, args: argparse.Namespace, in
         result["in_flight"]["groupcoord_stream"] = await offsets.commit_throughput(
             cluster, args.in_flight, args.duration, args.groups, batched=True
         )
+        result["sequential"]["groupcoord_kafka"] = await kafka_bench.commit_latency(cluster, kafka, args.ops)
+        result["in_flight"]["groupcoord_kafka"] = await kafka_bench.commit_throughput(
+            cluster, kafka, args.in_flight, args.duration, args.groups
+        )
+        interval_ms = groups.auto_interval_ms(args.members)
+        kafka_join = await kafka_bench.join_group(cluster, kafka, args.members, interval_ms)
+        result["registrations"]["groupcoord_kafka"] = {"sizes": {str(args.members): kafka_join}}
         result["sequential"]["grpc_floor"] = await grpc_floor.sequential(floor, args.ops)
         result["in_flight"]["grpc_floor"] = await grpc_floor.in_flight(floor, args.in_flight, args.duration)
     finally:
+        await kafka.close()
         floor.stop()
         etcd.stop()
     for name in ("sequential", "in_flight"):
@@ -253,9 +267,11 @@ async def etcd_vs_groupcoord(cluster: BenchCluster, args: argparse.Namespace, in
 
 def ratios(result: dict[str, Any]) -> dict[str, float]:
     """groupcoord / etcd for each figure of the issue's goals (below 1: groupcoord is faster or cheaper, except
-    for ops/s, where above 1 is better); `floor_*`: the echo server's / etcd's, what no gRPC node can go below."""
+    for ops/s, where above 1 is better); `kafka_*`: the same over the Kafka listener; `floor_*`: the echo server's
+    / etcd's, what no gRPC node can go below."""
     seq, flight, reg = result["sequential"], result["in_flight"], result["registrations"]
-    joined = reg["groupcoord"]["sizes"][str(reg["etcd"]["members"])]
+    size = str(reg["etcd"]["members"])
+    joined, kafka_joined = reg["groupcoord"]["sizes"][size], reg["groupcoord_kafka"]["sizes"][size]
     out = {
         "sequential_p50": seq["groupcoord"]["latency"]["p50_ms"] / seq["etcd"]["latency"]["p50_ms"],
         "sequential_p99": seq["groupcoord"]["latency"]["p99_ms"] / seq["etcd"]["latency"]["p99_ms"],
@@ -265,6 +281,11 @@ def ratios(result: dict[str, Any]) -> dict[str, float]:
         "cpu_per_write_unary": flight["groupcoord"]["cpu_us_per_write"] / flight["etcd"]["cpu_us_per_write"],
         "cpu_per_write_stream": flight["groupcoord_stream"]["cpu_us_per_write"] / flight["etcd"]["cpu_us_per_write"],
         "registrations_seconds": joined["seconds"] / reg["etcd"]["seconds_all_seen"],
+        "kafka_sequential_p50": seq["groupcoord_kafka"]["latency"]["p50_ms"] / seq["etcd"]["latency"]["p50_ms"],
+        "kafka_sequential_p99": seq["groupcoord_kafka"]["latency"]["p99_ms"] / seq["etcd"]["latency"]["p99_ms"],
+        "kafka_in_flight_ops_per_s": flight["groupcoord_kafka"]["ops_per_s"] / flight["etcd"]["ops_per_s"],
+        "kafka_cpu_per_write": flight["groupcoord_kafka"]["cpu_us_per_write"] / flight["etcd"]["cpu_us_per_write"],
+        "kafka_registrations_seconds": kafka_joined["seconds"] / reg["etcd"]["seconds_all_seen"],
         "floor_sequential_p50": seq["grpc_floor"]["latency"]["p50_ms"] / seq["etcd"]["latency"]["p50_ms"],
         "floor_in_flight_ops_per_s": flight["grpc_floor"]["ops_per_s"] / flight["etcd"]["ops_per_s"],
         "floor_cpu_per_write": flight["grpc_floor"]["cpu_us_per_write"] / flight["etcd"]["cpu_us_per_write"],

@@ -15,9 +15,10 @@ import uvloop
 from groupcoord.base.errors import UserError
 from groupcoord.bench import cooperative, durability, etcd, flood, groups, idle, kafka_bench, offsets, scale
 from groupcoord.bench.cluster import BASE_FLAGS, MANY_MEMBERS_FLAGS, BenchCluster
+from groupcoord.bench.members import BenchError
 from groupcoord.bench.stats import emit, machine, median_of
 from groupcoord.client.cli_flags import FLAGS, client_security, parse_bootstrap
-from groupcoord.client.security import PLAINTEXT
+from groupcoord.client.security import PLAINTEXT, ClientSecurity
 
 # uvloop.run takes a coroutine, not any awaitable.
 Scenario = Callable[[BenchCluster, argparse.Namespace], Coroutine[Any, Any, dict[str, Any]]]
@@ -57,6 +58,30 @@ def _options(args: argparse.Namespace) -> dict[str, Any]:
     return {k: v for k, v in vars(args).items() if k not in skip}
 
 
+def _run_once(
+    args: argparse.Namespace,
+    index: int,
+    flags: list[str],
+    bootstrap: list[str] | None,
+    security: ClientSecurity,
+    flags_by_mode: dict[str, list[str]],
+) -> tuple[dict[str, Any], list[str], dict[str, list[str]]]:
+    """One run on a cluster of its own (or the --bootstrap one) → its figures, the node flags, durability's flags."""
+    if args.scenario in OWN_CLUSTERS:
+        result, flags_by_mode = durability.run_once(flags, args, index)
+        return result, [*BASE_FLAGS, *flags], flags_by_mode
+    if args.scenario in KAFKA or args.scenario in REFERENCE:  # the reference measures Kafka's path too
+        cluster = kafka_bench.cluster(flags)
+    else:
+        cluster = BenchCluster(flags, bootstrap, security=security)
+    try:
+        cluster.start()
+        result = uvloop.run(_scenario(args.scenario, index)(cluster, args))
+    finally:
+        cluster.stop()
+    return result, cluster.node_flags if cluster.owned else [], flags_by_mode
+
+
 def run(args: argparse.Namespace) -> int:
     bootstrap = parse_bootstrap(args.bootstrap) if args.bootstrap else None
     if bootstrap and args.scenario in KILLS_A_NODE:
@@ -81,20 +106,10 @@ def run(args: argparse.Namespace) -> int:
         # flood and idle measure the nodes' defaults.
         flags = args.node_flag if args.scenario in ("flood", "idle") else [*MANY_MEMBERS_FLAGS, *args.node_flag]
         load = round(os.getloadavg()[0], 2)
-        if args.scenario in OWN_CLUSTERS:
-            result, flags_by_mode = durability.run_once(flags, args, index)
-            node_flags = [*BASE_FLAGS, *flags]
-        else:
-            if args.scenario in KAFKA:
-                cluster = kafka_bench.cluster(flags)
-            else:
-                cluster = BenchCluster(flags, bootstrap, security=security)
-            node_flags = cluster.node_flags if cluster.owned else []
-            try:
-                cluster.start()
-                result = uvloop.run(_scenario(args.scenario, index)(cluster, args))
-            finally:
-                cluster.stop()
+        try:
+            result, node_flags, flags_by_mode = _run_once(args, index, flags, bootstrap, security, flags_by_mode)
+        except BenchError as exc:  # what the cluster answered, or did not in time: a message, not a traceback
+            raise UserError(f"bench {args.scenario}, run {index + 1}: {exc}") from None
         runs.append({"loadavg_1m_before": load, **result})
         # Each run as it ends, so that a long series that is cut short still leaves its figures.
         print(f"run {len(runs)}: {json.dumps(runs[-1])}", file=sys.stderr, flush=True)

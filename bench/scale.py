@@ -18,14 +18,17 @@ from typing import Any
 import grpc
 
 from groupcoord.bench.cluster import BenchCluster, proc_cpu_s
-from groupcoord.bench.members import REDISCOVER, RETRY_S, Router, describe
+from groupcoord.bench.members import REDISCOVER, RETRY_S, BenchError, Router, describe
 from groupcoord.bench.stats import summary
 from groupcoord.bench.worker import TOKEN_ENV
 from groupcoord.client.admin import Admin
 from groupcoord.protocol.v1 import groupcoord_pb2 as pb
 
 CLIENT_CALLS_PER_S = 3000  # what one client process sustains, roughly, next to the nodes on 2 cores
+# Forming waits this long, plus FORM_S_PER_GROUP for each group: 100,000 groups form at about 120 a second on a
+# 2-core machine, so a fixed wait would end a big run that is only slow, not stuck.
 READY_TIMEOUT_S = 600.0
+FORM_S_PER_GROUP = 0.02
 # Members of `scale` stop heartbeating once formed: their sessions must outlast forming every group (the
 # default group_max_session_timeout_ms, 30 minutes).
 SCALE_SESSION_TIMEOUT_MS = 1_800_000
@@ -43,6 +46,7 @@ class Workers:
     def __init__(self, cluster: BenchCluster, groups: list[str], clients: int, per_group: int,
                  interval_ms: int, session_timeout_ms: int, rpc: str = "batched") -> None:  # fmt: skip
         self.procs: list[asyncio.subprocess.Process] = []
+        self.groups = groups
         security = cluster.security
         # The token goes through the environment: a command line shows in `ps`.
         self.env = {**os.environ, TOKEN_ENV: security.token} if security.token else None
@@ -63,14 +67,20 @@ class Workers:
     async def start(self) -> list[dict[str, Any]]:
         """Starts them; their ready lines once every group is Stable."""
         for config in self.configs:
-            cmd = [sys.executable, "-m", "groupcoord.bench.worker", json.dumps(config)]
+            cmd = [sys.executable, "-m", "groupcoord.bench.worker"]
             pipe = asyncio.subprocess.PIPE
-            self.procs.append(
-                await asyncio.create_subprocess_exec(
-                    *cmd, stdin=pipe, stdout=pipe, limit=WORKER_LINE_LIMIT, env=self.env
-                )
+            proc = await asyncio.create_subprocess_exec(
+                *cmd, stdin=pipe, stdout=pipe, limit=WORKER_LINE_LIMIT, env=self.env
             )
-        return await asyncio.wait_for(asyncio.gather(*(self._line(p) for p in self.procs)), READY_TIMEOUT_S)
+            assert proc.stdin is not None
+            proc.stdin.write(json.dumps(config).encode() + b"\n")
+            self.procs.append(proc)
+        groups = len(self.groups)
+        timeout_s = READY_TIMEOUT_S + FORM_S_PER_GROUP * groups
+        try:
+            return await asyncio.wait_for(asyncio.gather(*(self._line(p) for p in self.procs)), timeout_s)
+        except TimeoutError:
+            raise BenchError(f"{groups} groups were not all Stable after {timeout_s:.0f} s") from None
 
     async def ask(self, line: str) -> list[dict[str, Any]]:
         for p in self.procs:

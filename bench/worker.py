@@ -3,7 +3,8 @@
 One Python process tops out at a few thousand calls/s, so those scenarios spread their members over several of
 these. Protocol with the parent, one JSON or text line each way:
 
-    argv[1]  JSON config: bootstrap, groups, members_per_group, interval_ms (0: stop heartbeating once a group
+    stdin    first line, JSON config (not argv: 50,000 group names are over the kernel's 128 KiB for one
+             argument): bootstrap, groups, members_per_group, interval_ms (0: stop heartbeating once a group
              is Stable), session_timeout_ms, concurrency (groups formed at once), rpc (`batched`: the
              process's heartbeats in batches over one HeartbeatStream per node, as the SDK sends them; `unary`:
              a Heartbeat call each), tls ([CA, certificate, key] files, empty for none); a bearer token
@@ -156,4 +157,4 @@ def _say(message: dict[str, Any]) -> None:
 
 
 if __name__ == "__main__":
-    uvloop.run(main(json.loads(sys.argv[1])))
+    uvloop.run(main(json.loads(sys.stdin.readline())))

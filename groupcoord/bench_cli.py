@@ -28,8 +28,8 @@ SCENARIOS = {
     "kafka/gRPC",
     "etcd": "the reference (not for CI: needs an etcd binary, Debian's etcd-server): a 3-node etcd next to the "
     "cluster, sequential writes, writes in flight and member registrations on both in the same run (aetcd for "
-    "etcd, gRPC for groupcoord), and the same calls to a gRPC server that only echoes (the transport's floor) → "
-    "figures and the run's ratios groupcoord/etcd and floor/etcd",
+    "etcd, gRPC and Kafka's protocol for groupcoord), and the same calls to a gRPC server that only echoes (the "
+    "transport's floor) → figures and the run's ratios groupcoord/etcd and floor/etcd",
     "idle": "nothing connected: the nodes' CPU over a window once settled, and their RSS",
     "flood": "N idle connections, then M streams on one connection, against one node → a good client's p50/p99 "
     "and the node's RSS and fds before, during and after",

@@ -33,16 +33,19 @@ def test_a_tiny_reference_run_measures_both_systems_and_their_ratios() -> None:
         "etcd", "--ops", "30", "--in-flight", "8", "--duration", "1", "--groups", "4", "--members", "10", timeout=140
     )
     (run,) = result["runs"]
-    for system in ("etcd", "groupcoord", "groupcoord_stream", "grpc_floor"):
+    for system in ("etcd", "groupcoord", "groupcoord_stream", "groupcoord_kafka", "grpc_floor"):
         ordered(run["sequential"][system]["latency"], 30)
         flight = run["in_flight"][system]
         assert flight["ops"] > 0 and flight["cpu_us_per_write"] > 0
     assert run["registrations"]["etcd"]["members"] == 10
     assert run["registrations"]["etcd"]["seconds_all_seen"] > 0
-    assert run["registrations"]["groupcoord"]["sizes"]["10"]["seconds"] > 0
+    for system in ("groupcoord", "groupcoord_kafka"):
+        joined = run["registrations"][system]["sizes"]["10"]
+        assert joined["seconds"] > 0 and joined["members_with_assignment"] == 10
     assert set(run["ratios"]) == {
         "sequential_p50", "sequential_p99", "sequential_stream_p50", "in_flight_ops_per_s_unary",
         "in_flight_ops_per_s_stream", "cpu_per_write_unary", "cpu_per_write_stream", "registrations_seconds",
-        "floor_sequential_p50", "floor_in_flight_ops_per_s", "floor_cpu_per_write",
+        "kafka_sequential_p50", "kafka_sequential_p99", "kafka_in_flight_ops_per_s", "kafka_cpu_per_write",
+        "kafka_registrations_seconds", "floor_sequential_p50", "floor_in_flight_ops_per_s", "floor_cpu_per_write",
     }  # fmt: skip
     assert all(ratio > 0 for ratio in run["ratios"].values())
