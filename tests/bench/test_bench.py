@@ -19,6 +19,7 @@ from groupcoord.bench.stats import median_of, percentile, summary
 from groupcoord.bench.worker import FORM_INTERVAL_S, Cadence
 from groupcoord.node.topology import partition_for
 from groupcoord.protocol.errors import Errors
+from tests.e2e.support import start_node, stop_node
 
 
 def bench(*argv: str, timeout: float = 60) -> dict:
@@ -364,3 +365,24 @@ def test_idle_reports_the_nodes_cpu_and_rss() -> None:
     assert run["nodes_cpu_percent_total"] == pytest.approx(sum(run["nodes_cpu_percent"].values()), abs=0.2)
     assert run["rss_mb_max"] == max(run["rss_mb"].values()) > 10
     assert "--max-concurrent-streams=20000" not in result["cluster"]["node_flags"]  # the nodes' defaults
+
+
+@pytest.mark.timeout(90)
+def test_a_refusal_the_bench_cannot_carry_on_from_is_one_line_not_a_traceback(tmp_path) -> None:
+    """A BenchError (here POLICY_VIOLATION from a node that leads at most 2 groups, for the third group's JoinGroup)
+    reaches the CLI as its error."""
+    node = start_node(tmp_path / "node.log", "--max-groups-per-node=2", "--group-initial-rebalance-delay-ms=0")
+    try:
+        out = subprocess.run(
+            [sys.executable, "-m", "groupcoord", "bench", "commit-throughput", "--groups", "4", "--duration", "1",
+             "--bootstrap", node.address],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )  # fmt: skip
+    finally:
+        stop_node(node)
+    assert out.returncode == 2, out.stderr[-3000:]
+    assert "bench commit-throughput, run 1: JoinGroup" in out.stderr
+    assert f"error {Errors.POLICY_VIOLATION.value}" in out.stderr and "max_groups_per_node" in out.stderr
+    assert "Traceback" not in out.stderr and out.stdout == ""
