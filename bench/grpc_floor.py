@@ -69,7 +69,8 @@ class EchoServer:
 
     def start(self) -> None:
         cmd = [sys.executable, "-m", "groupcoord.bench.grpc_floor", self.host, str(self.port)]
-        self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        quiet = subprocess.DEVNULL
+        self.proc = subprocess.Popen(cmd, stdin=quiet, stdout=quiet, stderr=quiet)
 
     def channel(self) -> grpc.aio.Channel:
         return grpc.aio.insecure_channel(f"{self.host}:{self.port}")
@@ -98,8 +99,6 @@ class EchoServer:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
-        if self.proc.stderr is not None:
-            self.proc.stderr.close()
 
 
 async def sequential(server: EchoServer, ops: int) -> dict[str, Any]:
