@@ -39,7 +39,7 @@ from google.protobuf.message import Message
 from pysyncobj import FAIL_REASON
 
 from groupcoord.base.logfields import fields
-from groupcoord.coordinator import Clock, CoordinatorResult, CoreCallFailed, GroupConfig, GroupCoordinator, GroupStore
+from groupcoord.coordinator import Clock, CoordinatorResult, CoreCallFailed, GroupConfig, GroupCoordinator
 from groupcoord.node.responses import error_response
 from groupcoord.protocol import records as r
 from groupcoord.protocol.errors import Errors
@@ -158,8 +158,7 @@ class PartitionHost:
             self._proposal_failed(failure_reason(error))
             self.step_down(f"barrier failed: {error}")
             return
-        snapshot, _fence = self.replica.snapshot_store()
-        store = GroupStore.restore(snapshot)
+        store = self.replica.copy_store()
         self.core = GroupCoordinator(self._group_config, self._clock, new_uuid=self._new_uuid, store=store)
         self.role = Role.LEADER
         self._report_role()
@@ -187,6 +186,10 @@ class PartitionHost:
 
     def step_down(self, why: str) -> None:
         log.info("partition.unloaded", extra=fields(partition=self.partition_id, term=self.term, why=why))
+        if self.core is not None:
+            # Its timers close over it: unloaded, the core and its copy of the state are freed as soon as dropped,
+            # even frozen by the collector (node/server.py, `_freeze_survivors`). Its parked calls are answered below.
+            self.core.unload()
         self.role, self.core = Role.FOLLOWER, None
         self._report_role()
         if self._inflight:

@@ -314,11 +314,25 @@ async def _main(settings: NodeSettings) -> int:
 
 
 def settle_collector() -> None:
-    """Takes what importing made (some 30,000 functions, classes and modules) out of every later collection, and
-    collects the young generation less often."""
+    """Takes what importing made (some 30,000 functions, classes and modules) out of every later collection, collects
+    the young generation less often, and freezes what survives each full collection (`_freeze_survivors`)."""
     gc.collect()
     gc.freeze()
     gc.set_threshold(GC_YOUNG_THRESHOLD, *gc.get_threshold()[1:])
+    if _freeze_survivors not in gc.callbacks:
+        gc.callbacks.append(_freeze_survivors)
+
+
+def _freeze_survivors(phase: str, info: dict[str, int]) -> None:
+    """After a full collection, what is left is alive: freezing it keeps the next full collection to what is newer.
+
+    A full collection walks every tracked object, and the group state is most of them: 0.2 s at 6,000 groups of 5
+    members, a second at 100,000 groups, all of it holding the GIL, so every Raft thread of the node stops sending
+    heartbeats and its partitions lose their leaders (docs/PERFORMANCE.md, "100,000 groups"). Frozen objects are
+    still freed when their last reference goes; only a cycle among them is never collected, so what the node drops
+    in bulk is acyclic when dropped (PartitionHost.step_down unloads its core, whose timers close over it)."""
+    if phase == "stop" and info["generation"] == 2:
+        gc.freeze()
 
 
 def _on_signal(stop: asyncio.Event, sig: signal.Signals) -> None:

@@ -25,7 +25,6 @@ import hashlib
 import logging
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any
 
 import msgpack
 
@@ -36,8 +35,13 @@ log = logging.getLogger(__name__)
 KEPT = 4  # digests remembered: a check compares against the previous one, with room for a late proposal
 
 
-def state_digest(store_snapshot: dict[str, Any], fence_term: int) -> bytes:
-    return hashlib.blake2b(msgpack.packb([store_snapshot, fence_term], use_bin_type=True), digest_size=16).digest()
+def state_digest(packed_store: bytes, fence_term: int) -> bytes:
+    """The hash of `msgpack.packb([store.snapshot(), fence_term])`, given the store's `packed_snapshot()`: the same
+    bytes every version has hashed, so replicas of different versions agree during a rolling upgrade."""
+    digest = hashlib.blake2b(b"\x92", digest_size=16)  # a msgpack array of two
+    digest.update(packed_store)
+    digest.update(msgpack.packb(fence_term))
+    return digest.digest()
 
 
 @dataclass(frozen=True)

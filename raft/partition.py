@@ -225,7 +225,7 @@ class PartitionReplica(SyncObj):  # type: ignore[misc]  # pysyncobj's SyncObj, p
             return True
         if kind == DIGEST:
             with self.lock:
-                digest = state_digest(self.store.snapshot(), self.fence_term)
+                digest = state_digest(self.store.packed_snapshot(), self.fence_term)
             self.digests.on_entry(index, payload, node_id, digest)
             if index > self._replayed_through:
                 self.apply_entry(encode_entry(DIGEST_REPORT, term, self.node_id, report(index, digest)))
@@ -315,10 +315,10 @@ class PartitionReplica(SyncObj):  # type: ignore[misc]  # pysyncobj's SyncObj, p
                 "fence_term": self.fence_term,
                 "last_effective_index": self.last_effective_index,
                 "cluster_id": self.cluster_id,
-                "store": self.store.snapshot(),
+                "store": self.store.packed_snapshot(),
                 "raft": [list(last_entry), list(previous_entry), member_list(cluster)],
             }
-        write_snapshot_file(path, body)
+        write_snapshot_file(path, body, packed=("store",))
 
     def _read_snapshot(self, path: str) -> tuple[Any, Any, Any]:
         body = read_snapshot_body(path, self.partition_id)
@@ -455,7 +455,7 @@ class PartitionReplica(SyncObj):  # type: ignore[misc]  # pysyncobj's SyncObj, p
         leader = self._getLeader()
         return leader.address if leader is not None else None
 
-    def snapshot_store(self) -> tuple[dict[str, Any], int]:
-        """A consistent copy of the committed state and the fence, for a new leader's working core."""
+    def copy_store(self) -> GroupStore:
+        """A consistent copy of the committed state, for a new leader's working core."""
         with self.lock:
-            return self.store.snapshot(), self.fence_term
+            return self.store.copy()

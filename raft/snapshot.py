@@ -93,9 +93,15 @@ def cluster_nodes(members: Iterable[str | list[str]]) -> set[TCPNode]:
     return {raft_node(a, spec) for a, spec in pairs}
 
 
-def write_snapshot_file(path: str, body: dict[str, Any]) -> None:
-    """Writes a snapshot and fdatasyncs it: pysyncobj renames it into place and compacts the journal after this."""
-    data = msgpack.packb(body, use_bin_type=True)
+def write_snapshot_file(path: str, body: dict[str, Any], packed: tuple[str, ...] = ()) -> None:
+    """Writes a snapshot and fdatasyncs it: pysyncobj renames it into place and compacts the journal after this.
+
+    The values of the `packed` keys are msgpack bytes already (the store's cached encoding), spliced in as they are."""
+    packer = msgpack.Packer(use_bin_type=True)
+    parts = [packer.pack_map_header(len(body))]
+    for key, value in body.items():
+        parts += (packer.pack(key), value if key in packed else packer.pack(value))
+    data = b"".join(parts)
     with open(path, "wb") as f:
         f.write(SNAPSHOT_MAGIC + SNAPSHOT_CRC.pack(zlib.crc32(data)) + data)
         f.flush()

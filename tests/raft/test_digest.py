@@ -3,12 +3,21 @@ real nodes."""
 
 from __future__ import annotations
 
+import hashlib
 import logging
 
+import msgpack
 import pytest
 
 from groupcoord.base.logfields import FIELDS
 from groupcoord.raft.digest import StateDigests, proposal, state_digest
+
+
+def test_the_digest_is_the_hash_every_earlier_version_computed():
+    """Replicas of two versions compare digests during a rolling upgrade: the bytes hashed must not change."""
+    state = {"version": 1, "groups": [{"group_id": "g", "offsets": [["t", 0, 42, -1, "", 7]]}]}
+    before = hashlib.blake2b(msgpack.packb([state, 12], use_bin_type=True), digest_size=16).digest()
+    assert state_digest(msgpack.packb(state, use_bin_type=True), 12) == before
 
 
 def test_replicas_with_the_same_state_agree_and_count_their_checks():
@@ -17,15 +26,15 @@ def test_replicas_with_the_same_state_agree_and_count_their_checks():
     for index in (10, 20, 30):
         payload = proposal(leader.latest())
         for replica in (leader, follower):
-            replica.on_entry(index, payload, proposer=1, digest=state_digest(state, 3))
+            replica.on_entry(index, payload, proposer=1, digest=state_digest(msgpack.packb(state), 3))
     assert (follower.checks, follower.mismatch) == (2, None)  # 20 checks 10, 30 checks 20
-    assert leader.latest() == (30, state_digest(state, 3))
+    assert leader.latest() == (30, state_digest(msgpack.packb(state), 3))
 
 
 def test_a_replica_whose_state_differs_raises_the_alarm_once(caplog: pytest.LogCaptureFixture):
     leader, odd = StateDigests(2), StateDigests(2)
-    good = state_digest({"groups": [["g", 42]]}, 1)
-    bad = state_digest({"groups": [["g", 43]]}, 1)
+    good = state_digest(msgpack.packb({"groups": [["g", 42]]}), 1)
+    bad = state_digest(msgpack.packb({"groups": [["g", 43]]}), 1)
     assert good != bad
     leader.on_entry(10, b"", 1, good)
     odd.on_entry(10, b"", 1, bad)

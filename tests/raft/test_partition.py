@@ -85,7 +85,7 @@ def _offset(i: int) -> r.Record:
 
 
 def _converged(cluster: Cluster, expected: dict) -> bool:
-    return all(x.snapshot_store()[0] == expected for x in cluster.live())
+    return all(x.copy_store().snapshot() == expected for x in cluster.live())
 
 
 def test_batches_are_applied_on_every_replica_in_order(cluster: Cluster):
@@ -125,14 +125,14 @@ def test_state_survives_compaction_and_a_full_restart(cluster: Cluster):
     assert _barrier(leader)
     for i in range(40):
         assert _commit(leader, [_offset(i)])
-    expected = leader.snapshot_store()[0]
+    expected = leader.copy_store().snapshot()
     _wait(lambda: _converged(cluster, expected))
     for replica in cluster.live():
         replica.forceLogCompaction()
     _wait(lambda: all(Path(str(cluster.tmp / f"n{i}-p0.snapshot")).exists() for i in range(3)))
     for i in range(20):
         assert _commit(leader, [_offset(100 + i)])
-    expected = leader.snapshot_store()[0]
+    expected = leader.copy_store().snapshot()
     _wait(lambda: _converged(cluster, expected))
     for i in range(3):
         cluster.stop(i)
@@ -152,7 +152,7 @@ def test_a_follower_behind_a_compaction_catches_up_from_the_snapshot(cluster: Cl
     for replica in cluster.live():
         replica.forceLogCompaction()
     _wait(lambda: (cluster.tmp / f"n{cluster.replicas.index(leader)}-p0.snapshot").exists())
-    expected = leader.snapshot_store()[0]
+    expected = leader.copy_store().snapshot()
     cluster.replicas[lagging] = cluster.start(lagging)
     _wait(lambda: _converged(cluster, expected), timeout=20)
 
@@ -170,7 +170,7 @@ def test_a_replica_without_the_cluster_secret_gets_nothing(tmp_path: Path):
         time.sleep(0.5)
         intruder = c.replicas[2]
         assert intruder is not None
-        assert intruder.snapshot_store()[0]["groups"] == []
+        assert intruder.copy_store().snapshot()["groups"] == []
         assert not intruder.is_leader()
     finally:
         c.close()

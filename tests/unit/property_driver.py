@@ -260,6 +260,8 @@ class CoordinatorDriver(RuleBasedStateMachine):
         live = self.core.store.snapshot()
         # (a) replay of every record so far equals the live state.
         assert self.replica.snapshot() == live
+        # The cached encoding (digests, compaction snapshots) is the snapshot's, byte for byte, after every record.
+        assert self.replica.packed_snapshot() == pack(self.replica.snapshot())
         # (b) restore(snapshot) + replay of the rest equals the live state.
         if self.restored is not None:
             assert unpack(pack(self.restored.snapshot())) == unpack(pack(live))

@@ -334,7 +334,8 @@ class CoordinatorMachine(CoordinatorDriver):
             assert message.error_code == Errors.COORDINATOR_NOT_AVAILABLE
         self.absorb(eff)
         assert not self.outstanding
-        store = GroupStore.restore(unpack(pack(self.core.store.snapshot())))
+        # A new leader works on a copy of the committed state (the replica's, equal to the live one here).
+        store = self.replica.copy()
         self.core = GroupCoordinator(self.config, self.clock, new_uuid=self.ids, store=store)
         self.reset_at = self.clock.now
         self.pending_since = {k: (self.clock.now, t) for k, (_, t) in self.pending_since.items()}
