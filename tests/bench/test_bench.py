@@ -386,3 +386,18 @@ def test_a_refusal_the_bench_cannot_carry_on_from_is_one_line_not_a_traceback(tm
     assert "bench commit-throughput, run 1: JoinGroup" in out.stderr
     assert f"error {Errors.POLICY_VIOLATION.value}" in out.stderr and "max_groups_per_node" in out.stderr
     assert "Traceback" not in out.stderr and out.stdout == ""
+
+
+def test_partition_load_prints_every_figure() -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "groupcoord.bench.partition_load", "--groups", "20", "--runs", "1"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    header, *rows = out.stdout.splitlines()
+    assert header == "20 groups x 5 members, best of 1"
+    figures = {row.rsplit(None, 2)[0].strip(): float(row.rsplit(None, 2)[1]) for row in rows}
+    assert len(figures) == 7 and all(ms >= 0 for ms in figures.values()), figures
+    assert "new leader's copy: copy()" in figures

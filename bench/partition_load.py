@@ -1,0 +1,104 @@
+"""What a partition's size costs the threads that must keep Raft's heartbeats going: a new leader's copy of the
+committed state and its load, the state check's hash (`digest` entries) and a full collection of the heap.
+
+    .venv/bin/python bench/partition_load.py [--groups 6250] [--members 5] [--runs 5]
+
+6,250 groups is one partition's share of 100,000 groups over 16 partitions. Each figure is the best of `--runs`
+(the machine's noise only ever adds). Prints figures; nothing is asserted (docs/PERFORMANCE.md records the runs).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import time
+from collections.abc import Callable
+
+import msgpack
+
+from groupcoord.coordinator import GroupConfig, GroupCoordinator, GroupStore
+from groupcoord.protocol import records as r
+from groupcoord.raft.digest import state_digest
+
+PROTOCOLS = (("range", b"\x83\xa7version\x01\xa6topics\x81\xa6orders\x0c\xa5owned\x80"),)
+
+
+class _Clock:
+    def wall_ms(self) -> int:
+        return 1_000
+
+    def mono_ms(self) -> int:
+        return 1_000
+
+
+def _store(groups: int, members: int) -> GroupStore:
+    """Stable groups as the scale bench forms them: uuid-like member ids, an assignment each, one committed offset."""
+    store = GroupStore()
+    for g in range(groups):
+        group_id = f"scale-4f3a2b-{g}"
+        ids = [f"client-{m}-{g:08d}-4b7d-4e0a-9d61-2f6b8c1e7a55" for m in range(members)]
+        for member_id in ids:
+            store.apply(
+                r.MemberAdded(group_id, member_id, "", "c", "/127.0.0.1", 10_000, 30_000, "consumer", PROTOCOLS, 1)
+            )
+        store.apply(r.RebalanceStarted(group_id, "join", ids[0], "", 0, "", 2))
+        store.apply(r.GenerationCompleted(group_id, 1, "range", ids[0], 3))
+        store.apply(r.AssignmentsSynced(group_id, 1, {m: b"\x82\xa7version\x01" * 2 for m in ids}, 4))
+        store.apply(r.OffsetsCommitted(group_id, ids[0], 1, (("orders", g % 12, 42, -1, ""),), 5))
+    return store
+
+
+def _best_ms(fn: Callable[[], object], runs: int) -> float:
+    best = float("inf")
+    for _ in range(runs):
+        start = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - start)
+    return best * 1e3
+
+
+def _load_ms(store: GroupStore, runs: int) -> float:
+    """A new leader's core built on a copy made beforehand: `load()` (every member's session timer) and no copy."""
+    best = float("inf")
+    for _ in range(runs):
+        working = store.copy()
+        start = time.perf_counter()
+        GroupCoordinator(GroupConfig(), _Clock(), new_uuid=lambda: "id", store=working)  # calls load()
+        best = min(best, time.perf_counter() - start)
+    return best * 1e3
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--groups", type=int, default=6250)
+    parser.add_argument("--members", type=int, default=5)
+    parser.add_argument("--runs", type=int, default=5)
+    args = parser.parse_args()
+    store = _store(args.groups, args.members)
+    runs = args.runs
+
+    def old_digest() -> bytes:
+        return state_digest(msgpack.packb(store.snapshot(), use_bin_type=True), 7)
+
+    store.packed_snapshot()  # the cache filled, as after the partition's first digest
+    figures = {
+        "new leader's copy: restore(snapshot())": _best_ms(lambda: GroupStore.restore(store.snapshot()), runs),
+        "new leader's copy: copy()": _best_ms(store.copy, runs),
+        "new leader's load (timers), after the copy": _load_ms(store, runs),
+        "state check's hash: snapshot() packed": _best_ms(old_digest, runs),
+        "state check's hash: packed_snapshot(), cached": _best_ms(
+            lambda: state_digest(store.packed_snapshot(), 7), runs
+        ),
+    }
+    gc.collect()
+    figures["full collection, nothing frozen"] = _best_ms(gc.collect, runs)
+    gc.freeze()
+    figures["full collection, the state frozen"] = _best_ms(gc.collect, runs)
+    gc.unfreeze()
+    print(f"{args.groups} groups x {args.members} members, best of {runs}")
+    for name, ms in figures.items():
+        print(f"  {name:<48} {ms:8.1f} ms")
+
+
+if __name__ == "__main__":
+    main()
