@@ -329,9 +329,9 @@ def _freeze_survivors(phase: str, info: dict[str, int]) -> None:
     A full collection walks every tracked object, and the group state is most of them: 30-36 ms per 6,250 groups of 5
     members, some 0.7 s for the 100,000 groups a node holds (committed, and copies of what it leads), all of it
     holding the GIL, so every Raft thread of the node stops sending heartbeats and its partitions lose their leaders
-    (docs/PERFORMANCE.md, "100,000 groups formed"). Frozen objects are
-    still freed when their last reference goes; only a cycle among them is never collected, so what the node drops
-    in bulk is acyclic when dropped (PartitionHost.step_down unloads its core, whose timers close over it)."""
+    (docs/PERFORMANCE.md, "100,000 groups formed"). Frozen objects are still freed when their last reference goes;
+    only a cycle among them is never collected, so what the node drops in bulk is acyclic when dropped
+    (PartitionHost.step_down unloads its core, whose timers close over it)."""
     if phase == "stop" and info["generation"] == 2:
         gc.freeze()
 

@@ -93,7 +93,7 @@ def cluster_nodes(members: Iterable[str | list[str]]) -> set[TCPNode]:
     return {raft_node(a, spec) for a, spec in pairs}
 
 
-def write_snapshot_file(path: str, body: dict[str, Any], packed: tuple[str, ...] = ()) -> None:
+def write_snapshot_file(path: str, body: dict[str, Any], packed: tuple[str, ...]) -> None:
     """Writes a snapshot and fdatasyncs it: pysyncobj renames it into place and compacts the journal after this.
 
     The values of the `packed` keys are msgpack bytes already (the store's cached encoding), spliced in as they are."""
