@@ -19,6 +19,7 @@ from groupcoord.node.config_checks import (
     check_cluster_secret,
     election_timeout,
     group_config,
+    pre_vote_window,
     sasl_mechanisms,
     tls_settings,
 )
@@ -153,6 +154,7 @@ def _build(values: dict[str, int | str]) -> NodeSettings:
         raft_batch_period_ms=int(values["raft_batch_period_ms"]),
         raft_tick_period_ms=int(values["raft_tick_period_ms"]),
         raft_election_timeout_ms=election_timeout(values),
+        raft_pre_vote_window_ms=pre_vote_window(values),
         group=group,
         durability=str(values["durability"]),
         initial_cluster_state=str(values["initial_cluster_state"]),

@@ -69,17 +69,37 @@ def group_config(values: dict[str, int | str]) -> GroupConfig:
     return group
 
 
+def _heartbeat_ms(values: dict[str, int | str]) -> int:
+    return int(values["raft_batch_period_ms"]) or int(values["raft_tick_period_ms"])
+
+
 def election_timeout(values: dict[str, int | str]) -> int:
     """Checked against the leader's heartbeat period: closer than two of them, followers would stand for election
     between heartbeats."""
     election = int(values["raft_election_timeout_ms"])
-    heartbeat = int(values["raft_batch_period_ms"]) or int(values["raft_tick_period_ms"])
+    heartbeat = _heartbeat_ms(values)
     if election < 2 * heartbeat:
         raise ConfigError(
             f"raft_election_timeout_ms ({election}) must be at least twice the leader's heartbeat period "
             f"({heartbeat} ms: raft_batch_period_ms when batching, else raft_tick_period_ms)"
         )
     return election
+
+
+def pre_vote_window(values: dict[str, int | str]) -> int:
+    """Shorter than a heartbeat period, a healthy leader's followers would grant pre-votes between its heartbeats
+    (and its lease would lapse between them); longer than half the election timeout, a follower whose timer ran
+    out could find the others still refusing (and beyond the timeout, the pre-vote it grants itself would break the
+    bound leases rest on)."""
+    window = int(values["raft_pre_vote_window_ms"])
+    heartbeat = _heartbeat_ms(values)
+    election = int(values["raft_election_timeout_ms"])
+    if not heartbeat <= window <= election // 2:
+        raise ConfigError(
+            f"raft_pre_vote_window_ms ({window}) must be at least the leader's heartbeat period ({heartbeat} ms) "
+            f"and at most half raft_election_timeout_ms ({election})"
+        )
+    return window
 
 
 def sasl_mechanisms(values: dict[str, int | str]) -> tuple[str, ...]:

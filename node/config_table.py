@@ -224,10 +224,22 @@ SETTINGS: tuple[Setting, ...] = (
         "raft_election_timeout_ms",
         200,
         "A follower that hears nothing from its partition's leader for a random time between this and three "
-        "times this stands for election: it bounds how soon a dead leader is replaced. At least twice the "
+        "times this stands for election: it bounds how soon a leader that went silent (hung, or cut off with its "
+        "connections open) is replaced, and a leader stalled for longer is voted out. At least twice the "
         "leader's heartbeat period (the tick period, or the batch period when batching).",
         minimum=10,
         maximum=10_000,
+    ),
+    Setting(
+        "raft_pre_vote_window_ms",
+        100,
+        "A follower that heard from its partition's leader within this long refuses to help elect another (Raft's "
+        "pre-vote). It bounds leader leases (a leader answers reads alone for 0.9 of it after a majority's "
+        "acknowledgement) and how soon a leader whose connections closed (a killed process) is replaced: about "
+        "1 to 1.5 times this after its last heartbeat. At least the leader's heartbeat period and at most half "
+        "the election timeout.",
+        minimum=10,
+        maximum=5_000,
     ),
     Setting(
         "raft_digest_interval_ms",

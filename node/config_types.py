@@ -121,6 +121,7 @@ class NodeSettings:
     raft_batch_period_ms: int
     raft_tick_period_ms: int
     raft_election_timeout_ms: int
+    raft_pre_vote_window_ms: int
     group: GroupConfig
     durability: str = "fsync"
     initial_cluster_state: str = "new"

@@ -370,6 +370,7 @@ def raft_settings(settings: NodeSettings) -> RaftSettings:
         tick_period_s=settings.raft_tick_period_ms / 1000,
         election_min_s=election_ms / 1000,
         election_max_s=3 * election_ms / 1000,
+        pre_vote_window_s=settings.raft_pre_vote_window_ms / 1000,
         durability=settings.durability,
         bootstrap=settings.initial_cluster_state == "new",
         digest_interval_s=settings.raft_digest_interval_ms / 1000,

@@ -133,6 +133,7 @@ class PartitionReplica(SyncObj):  # type: ignore[misc]  # pysyncobj's SyncObj, p
         )
         # Both read by our patch of pysyncobj (raft/syncobj_patch.py: raft/patch_pre_vote.py, patch_catch_up.py).
         conf.preVote = settings.pre_vote
+        conf.preVoteWindow = settings.pre_vote_window_s
         conf.bootstrap = settings.bootstrap
         # Online membership (`add_member` / `remove_member`): pysyncobj's single-server changes through the log.
         conf.dynamicMembershipChange = True
@@ -165,10 +166,10 @@ class PartitionReplica(SyncObj):  # type: ignore[misc]  # pysyncobj's SyncObj, p
             self.journal.discard(snapshot_damage)
         if not peer_addresses:
             self.journal.set_trusted("a one-node cluster: there is no one else to catch up from")
-        # A leader answers only within its lease: until a majority may have stopped hearing from it for half the
-        # minimum election timeout (no pre-vote is granted before then), with a tenth off for clock rate drift.
+        # A leader answers only within its lease: until a majority may have stopped hearing from it for the pre-vote
+        # window (no pre-vote is granted before then), with a tenth off for clock rate drift.
         # Without pre-votes there is no such bound, and no lease: is_leader() alone, as before leases.
-        self._lease_s = 0.9 * settings.election_min_s / 2 if settings.pre_vote else None
+        self._lease_s = 0.9 * settings.pre_vote_window_s if settings.pre_vote else None
         # A leadership transfer lets its target skip pre-votes: no lease in that term for as long as the target's
         # election may take (after that, the TimeoutNow was lost and this replica leads on).
         self._transfer_block_s = 2 * settings.election_max_s

@@ -7,14 +7,17 @@ followers stood for election about a third of a second after the kill, and its p
 meanwhile. ZooKeeper's followers look for a new leader the moment their connection to it breaks.
 
 * `leader_lost_timer`: a follower whose connection to its leader closes moves its election timer to the earliest
-  time its pre-vote can be granted, `raftMinTimeout / 2` after it last heard from that leader (a voter grants no
-  pre-vote before, `pre_vote_messages`), plus a random part of up to `raftMinTimeout / 4`, so that the followers do
-  not stand at the same moment and split the vote. Nothing in the voters' rule changes, so neither does the bound
-  leader leases rest on (`PartitionReplica.has_lease`): a leader alive behind a closed connection keeps its lease,
-  and its next AppendEntries re-arms the timer as before. Only with pre-vote on: without it, a candidate would
-  raise the term of a healthy cluster on every dropped connection.
+  time its pre-vote can be granted, the pre-vote window (`conf.preVoteWindow`) after it last heard from that leader
+  (a voter grants no pre-vote before, `pre_vote_messages`), plus a random part of up to half the window, so that
+  the followers do not stand at the same moment and split the vote. The election timeout does not enter: it can be
+  long (a stalled leader keeps its partitions) while a dead one is replaced within about one and a half windows.
+  A quiet partition's follower counts from the leader node's latest heartbeat instead (raft/patch_quiescence.py).
+  Nothing in the voters' rule changes, so neither does the bound leader leases rest on (`PartitionReplica.has_lease`):
+  a leader alive behind a closed connection keeps its lease, and its next AppendEntries re-arms the timer as
+  before. Only with pre-vote on: without it, a candidate would raise the term of a healthy cluster on every dropped
+  connection.
 * `leader_lost_tick_wait`: a follower's tick thread waits no longer than until its election timer (pysyncobj
-  checked the timer only every tick period, up to 50 ms late, which is a quarter of the time this saves).
+  checked the timer only every tick period, up to 50 ms late, a third of the time this saves).
 """
 
 from __future__ import annotations
@@ -31,8 +34,8 @@ LEADER_LOST_HUNKS: tuple[Hunk, ...] = (
         self.__connectedNodes.discard(node)
         if node == self.__raftLeader and self.__raftState == _RAFT_STATE.FOLLOWER and self.__preVote and \\
                 not self.__transferInProgress:
-            minTimeout = self.__conf.raftMinTimeout
-            lost = self.__lastLeaderContact + minTimeout / 2 + minTimeout / 4 * random.random()
+            window = self.__preVoteWindow
+            lost = self.__lastLeaderContact + window + window / 2 * random.random()
             self.__raftElectionDeadline = min(self.__raftElectionDeadline, lost)
 """,
     ),

@@ -5,10 +5,13 @@ unpatched code).
 * `pre_vote`: Raft thesis §9.6. A node that was cut off kept raising its term and, on rejoining, deposed a
   healthy leader (one election per rejoin). With `conf.preVote`, a follower whose election timer expires first
   asks whether it could win (a `pre_vote` in term+1, which changes no one's term or vote and is granted only by
-  nodes that have not heard from a leader within half of `raftMinTimeout` and whose log is not ahead; half,
-  because after a leader dies the followers' last messages from it are up to a heartbeat apart, and a refused
-  pre-vote costs a whole election timeout, while a healthy leader reaches its followers every heartbeat period,
-  far more often); only a majority
+  nodes that have not heard from a leader within `conf.preVoteWindow` and whose log is not ahead). The window is
+  our setting (`raft_pre_vote_window_ms`, upstream has none; without it, half of `raftMinTimeout`): a few heartbeat
+  periods, since a healthy leader reaches its followers every period, and shorter than the election timeout, so
+  that a follower whose timer ran out finds the others' windows over too. Leader leases rest on it
+  (`PartitionReplica.has_lease`), and so does how soon a leader whose connections closed is replaced
+  (raft/patch_leader_lost.py); the election timeout, apart from it, can then be long enough that a leader stalled
+  for a moment is not voted out. Only a majority
   of grants starts the real election. A leadership transfer (TimeoutNow) skips the pre-vote. And etcd's rule:
   a node whose term ran ahead answers a lower-term AppendEntries with its term (`stale_term`), so the leader
   steps down and the cluster converges instead of that node never rejoining.
@@ -33,6 +36,7 @@ PRE_VOTE_HUNKS: tuple[Hunk, ...] = (
         """        self.__transferInProgress = False
         self.__raftLog = createJournal(self.__conf.journalFile)
         self.__preVote = getattr(self.__conf, 'preVote', False)
+        self.__preVoteWindow = getattr(self.__conf, 'preVoteWindow', None) or self.__conf.raftMinTimeout / 2
         self.__preVoteTerm = None
         self.__preVotes = set()
         self.__lastLeaderContact = 0
@@ -116,7 +120,7 @@ PRE_VOTE_HUNKS: tuple[Hunk, ...] = (
         if self.__raftState == _RAFT_STATE.LEADER:
             return True
         return self.__raftLeader is not None and \\
-            monotonicTime() - self.__lastLeaderContact < self.__conf.raftMinTimeout / 2
+            monotonicTime() - self.__lastLeaderContact < self.__preVoteWindow
 
     def __applyLogEntries(self):
 """,

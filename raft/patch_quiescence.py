@@ -4,9 +4,12 @@ decides when, and its node-level UDP heartbeat shows the followers that the lead
 * `quiet_*`: a quiet leader (`quiescence.leader_quiet`: its log fully replicated, committed and applied) sends no
   AppendEntries and counts its followers' node-level heartbeats toward its leader fallback timeout; a follower's
   election timer runs from its leader node's latest heartbeat; both poll every `rest_tick_s`, and `_wake` ends a
-  resting poll at once.
-* `pre_vote_quiet`: a follower that heard its leader node's heartbeat recently refuses pre-votes, as it would
-  after an AppendEntries.
+  resting poll at once. A follower whose connection to the leader closed does not rest, and its timer runs out
+  when its pre-vote can first be granted (as `leader_lost_timer` does for a partition in use), not an election
+  timeout after the last heartbeat.
+* `pre_vote_quiet`: a follower that heard its leader node's heartbeat within one and a half pre-vote windows
+  refuses pre-votes, as it would within one window after an AppendEntries (the heartbeat is a datagram: one lost
+  must not let a pre-vote through).
 """
 
 from __future__ import annotations
@@ -54,7 +57,8 @@ QUIESCENCE_HUNKS: tuple[Hunk, ...] = (
             if self.__raftState == _RAFT_STATE.LEADER and self.__quiet:
                 return quiescence.rest_tick_s
             heard = self.__quietLeaderHeard()
-            if heard is not None and monotonicTime() - heard < self.__conf.raftMinTimeout:
+            if heard is not None and monotonicTime() - heard < self.__conf.raftMinTimeout and \\
+                    self.__raftLeader in self.__connectedNodes:
                 return quiescence.rest_tick_s
         return self.__conf.autoTickPeriod
 
@@ -94,7 +98,11 @@ QUIESCENCE_HUNKS: tuple[Hunk, ...] = (
         """            if self.__raftElectionDeadline < monotonicTime() and self.__connectedToAnyone():
 """,
         """            heard = None if self.__transferInProgress else self.__quietLeaderHeard()
-            if heard is not None and self.__raftElectionDeadline < heard + self.__conf.raftMinTimeout:
+            if heard is not None and self.__raftLeader not in self.__connectedNodes and self.__preVote:
+                lost = max(heard + self.__preVoteWindow * 3 / 2, self.__lastLeaderContact + self.__preVoteWindow)
+                if self.__raftElectionDeadline < lost:
+                    self.__raftElectionDeadline = lost + self.__preVoteWindow / 2 * random.random()
+            elif heard is not None and self.__raftElectionDeadline < heard + self.__conf.raftMinTimeout:
                 self.__raftElectionDeadline = heard + self.__generateRaftTimeout()
             if self.__raftElectionDeadline < monotonicTime() and self.__connectedToAnyone():
 """,
@@ -102,13 +110,13 @@ QUIESCENCE_HUNKS: tuple[Hunk, ...] = (
     Hunk(
         "pre_vote_quiet",
         """        return self.__raftLeader is not None and \\
-            monotonicTime() - self.__lastLeaderContact < self.__conf.raftMinTimeout / 2
+            monotonicTime() - self.__lastLeaderContact < self.__preVoteWindow
 """,
         """        heard = self.__quietLeaderHeard()
-        if heard is not None and monotonicTime() - heard < self.__conf.raftMinTimeout * 3 / 4:
+        if heard is not None and monotonicTime() - heard < self.__preVoteWindow * 3 / 2:
             return True
         return self.__raftLeader is not None and \\
-            monotonicTime() - self.__lastLeaderContact < self.__conf.raftMinTimeout / 2
+            monotonicTime() - self.__lastLeaderContact < self.__preVoteWindow
 """,
     ),
 )

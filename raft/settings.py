@@ -30,6 +30,10 @@ class RaftSettings:
     # Raft's pre-vote (raft/patch_pre_vote.py): a node that was cut off does not depose a healthy leader on return.
     # It also bounds how soon another leader can be elected, which is what leader leases rely on (`has_lease`).
     pre_vote: bool = True
+    # How long after hearing from its leader a follower refuses pre-votes (raft/patch_pre_vote.py): it bounds leader
+    # leases and how soon a leader whose connections closed (a killed process) is replaced, apart from the election
+    # timeout, which only bounds how soon a leader that went silent is.
+    pre_vote_window_s: float = 0.1
     # "fsync": entries, term and vote are on stable storage before any Raft message that depends on them leaves
     # (raft/journal.py, raft/transport.py); "memory": the page cache only (lost with the OS, not with the process).
     durability: str = "fsync"

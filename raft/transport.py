@@ -116,7 +116,7 @@ class DurableTransport(TCPTransport):  # type: ignore[misc]  # pysyncobj has no 
     def lease_base(self) -> float:
         """The latest time a majority (this node included) is known to have heard from this node as leader.
 
-        A follower that heard from a leader grants no pre-vote for `raftMinTimeout / 2` after (our patch of
+        A follower that heard from a leader grants no pre-vote for the pre-vote window after (our patch of
         pysyncobj), and a new leader needs pre-votes from a majority, which overlaps this one: so no other leader
         can be elected before this time plus that."""
         others = self._syncObj.otherNodes  # the current voters: membership changes replace pysyncobj's set

@@ -33,8 +33,11 @@ def _wait(predicate: Callable[[], bool], timeout: float = 10.0) -> None:
 
 
 class Cluster:
-    def __init__(self, tmp: Path, size: int = 3, secrets: list[str] | None = None) -> None:
+    def __init__(
+        self, tmp: Path, size: int = 3, secrets: list[str] | None = None, settings: RaftSettings | None = None
+    ) -> None:
         self.tmp = tmp
+        self.settings = settings or RaftSettings()
         self.addresses = [f"127.0.0.1:{_free_port()}" for _ in range(size)]
         self.secrets = secrets or [SECRET] * size
         self.replicas: list[PartitionReplica | None] = [self.start(i) for i in range(size)]
@@ -42,7 +45,7 @@ class Cluster:
     def start(self, i: int) -> PartitionReplica:
         peers = [a for a in self.addresses if a != self.addresses[i]]
         return PartitionReplica(
-            0, i + 1, self.addresses[i], peers, self.secrets[i], str(self.tmp / f"n{i}-p0"), RaftSettings()
+            0, i + 1, self.addresses[i], peers, self.secrets[i], str(self.tmp / f"n{i}-p0"), self.settings
         )
 
     def stop(self, i: int) -> None:

@@ -31,9 +31,15 @@ _TAKEN: set[int] = set()
 class QuietCluster:
     """Three replicas of partition 0, each with the node-level heartbeat of its own node (127.0.0.1-3)."""
 
-    def __init__(self, tmp: Path, quiesce_after_s: float = QUIET_AFTER_S, silent_after_s: float | None = None) -> None:
+    def __init__(
+        self,
+        tmp: Path,
+        quiesce_after_s: float = QUIET_AFTER_S,
+        silent_after_s: float | None = None,
+        settings: RaftSettings | None = None,
+    ) -> None:
         self.tmp = tmp
-        self.settings = RaftSettings(quiesce_after_s=quiesce_after_s, durability="memory")
+        self.settings = settings or RaftSettings(quiesce_after_s=quiesce_after_s, durability="memory")
         self.silent_after_s = self.settings.election_min_s if silent_after_s is None else silent_after_s
         self.hosts = [f"127.0.0.{i}" for i in (1, 2, 3)]
         self.raft = [f"{h}:{free_base(h, 1, _TAKEN)}" for h in self.hosts]
@@ -134,6 +140,19 @@ def _quiet(cluster: QuietCluster, leader: PartitionReplica) -> bool:
     return cluster.sent_since(i, time.monotonic() - 0.3) == 0
 
 
+def kill_quiet_leader(cluster: QuietCluster) -> tuple[float, PartitionReplica]:
+    """Seconds from the kill of a quiet leader until another leads in a later term, and that one."""
+    leader = cluster.leader()
+    term = leader.term()
+    _wait(lambda: _quiet(cluster, leader), timeout=5)
+    killed = time.monotonic()
+    cluster.kill(cluster.index(leader))
+    new = cluster.leader()
+    took = time.monotonic() - killed
+    assert new.term() > term
+    return took, new
+
+
 # The clusters' tests are `timing` (pyproject.toml): real time decides whether an election happens, so `make check`
 # leaves them out; the node heartbeat's own tests below are not.
 @pytest.mark.timing
@@ -185,14 +204,7 @@ def test_a_lease_check_on_a_quiet_leader_wakes_it_and_the_lease_comes_back(clust
 
 @pytest.mark.timing
 def test_a_dead_quiet_leader_is_replaced_in_election_time(cluster: QuietCluster):
-    leader = cluster.leader()
-    term = leader.term()
-    _wait(lambda: _quiet(cluster, leader), timeout=5)
-    killed = time.monotonic()
-    cluster.kill(cluster.index(leader))
-    new = cluster.leader()
-    took = time.monotonic() - killed
-    assert new.term() > term
+    took, new = kill_quiet_leader(cluster)
     # the node heartbeat's silence (0.2 s) and a random election timeout (0.2-0.6 s) after its last datagram:
     # the same bound as without quiescence (a liveness bound, not a speed figure; bench/ measures failover)
     assert took < 3.0, took

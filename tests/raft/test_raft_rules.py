@@ -56,6 +56,10 @@ def free_port() -> int:
     return launcher.free_base("127.0.0.1", 1, _TAKEN)
 
 
+# The settings our patch reads from SyncObjConf (unknown to pysyncobj), with their defaults here.
+OUR_CONF: dict[str, Any] = {"preVote": True, "bootstrap": True, "preVoteWindow": None}
+
+
 def conf(directory: Path, name: str, **overrides: Any) -> SyncObjConf:
     settings = dict(
         raftMinTimeout=0.2,
@@ -70,7 +74,7 @@ def conf(directory: Path, name: str, **overrides: Any) -> SyncObjConf:
         fullDumpFile=str(directory / f"{name}.snapshot"),
     )
     settings.update(overrides)
-    ours = {"preVote": settings.pop("preVote", True), "bootstrap": settings.pop("bootstrap", True)}
+    ours = {name: settings.pop(name, default) for name, default in OUR_CONF.items()}
     built = SyncObjConf(**settings)
     for name, value in ours.items():  # read by our patch, unknown to SyncObjConf
         setattr(built, name, value)

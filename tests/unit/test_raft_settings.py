@@ -45,3 +45,24 @@ def test_an_election_timeout_under_two_heartbeat_periods_is_refused(flags: list[
 def test_batching_uses_its_period_for_the_heartbeat_check():
     raft = raft_settings(settings("--raft-batch-period-ms=100", "--raft-election-timeout-ms=200"))
     assert raft.append_entries_use_batch and raft.append_entries_period_s == 0.1
+
+
+def test_the_pre_vote_window_is_its_own_setting():
+    raft = raft_settings(settings("--raft-election-timeout-ms=1000", "--raft-pre-vote-window-ms=150"))
+    assert (raft.election_min_s, raft.pre_vote_window_s) == (1.0, 0.15)
+    from_env = raft_settings(settings(environ={"GROUPCOORD_RAFT_PRE_VOTE_WINDOW_MS": "60"}))
+    assert from_env.pre_vote_window_s == 0.06
+
+
+@pytest.mark.parametrize(
+    "flags",
+    [
+        ["--raft-pre-vote-window-ms=40"],  # under the 50 ms tick period: followers would grant between heartbeats
+        ["--raft-pre-vote-window-ms=101"],  # over half the 200 ms election timeout
+        ["--raft-election-timeout-ms=150"],  # the 100 ms default window is over half of it
+        ["--raft-batch-period-ms=120", "--raft-election-timeout-ms=300", "--raft-pre-vote-window-ms=100"],
+    ],
+)
+def test_a_pre_vote_window_outside_a_heartbeat_and_half_the_election_timeout_is_refused(flags: list[str]):
+    with pytest.raises(node_config.ConfigError, match=r"raft_pre_vote_window_ms \(\d+\) must be at least"):
+        settings(*flags)

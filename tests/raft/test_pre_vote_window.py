@@ -1,0 +1,66 @@
+"""The pre-vote window (`raft_pre_vote_window_ms`) apart from the election timeout: a leader whose connections close
+is replaced, and a leader's lease lapses, after the window, however long the election timeout is. Each test runs
+with a 2 s election timeout, where tying the window to half of it (as before the setting) takes 1 s or more.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from pathlib import Path
+
+import pytest
+
+from groupcoord.raft.settings import RaftSettings
+from tests.raft.test_leader_lost import HEARTBEAT_S, SLOW_ELECTIONS, new_leader_after_leader_stops
+from tests.raft.test_partition import Cluster as PartitionCluster
+from tests.raft.test_quiescence import QUIET_AFTER_S, QuietCluster, _wait, kill_quiet_leader
+from tests.raft.test_raft_rules import PATCHED, Cluster
+
+pytestmark = pytest.mark.timing
+
+WINDOW_S = 0.3
+# An election timer in [2 s, 4 s]: if it decided, nothing below would happen within 1 s.
+SLOW = RaftSettings(election_min_s=2.0, election_max_s=4.0, leader_fallback_timeout_s=4.0, pre_vote_window_s=WINDOW_S)
+# Scheduling on a loaded 2-core machine, on top of the window's random half.
+SLACK_S = 0.35
+
+
+def test_a_leader_whose_connections_close_is_replaced_after_the_window_not_the_election_timeout(tmp_path: Path):
+    cluster = Cluster(PATCHED, tmp_path, **SLOW_ELECTIONS, preVoteWindow=WINDOW_S)
+    try:
+        elapsed, new_leader = new_leader_after_leader_stops(cluster)
+        new_leader.put(b"after", sync=True, timeout=10)
+    finally:
+        cluster.close()
+    # Never before a voter may grant the pre-vote (what leases rest on), and within one and a half windows.
+    assert WINDOW_S - HEARTBEAT_S <= elapsed < 1.5 * WINDOW_S + SLACK_S, elapsed
+
+
+def test_a_leaders_lease_lapses_after_nine_tenths_of_the_window(tmp_path: Path):
+    cluster = PartitionCluster(tmp_path, settings=SLOW)
+    try:
+        leader = cluster.leader()
+        _wait(leader.has_lease, timeout=5)
+        others = [i for i, x in enumerate(cluster.replicas) if x is not None and x is not leader]
+        stopped = time.monotonic()
+        for i in others:
+            cluster.stop(i)
+        _wait(lambda: not leader.has_lease(), timeout=5)
+        lapsed = time.monotonic() - stopped
+        assert leader.is_leader()  # it still leads (the fallback timeout is 4 s); only its lease ran out
+    finally:
+        cluster.close()
+    assert lapsed < 0.9 * WINDOW_S + SLACK_S, lapsed
+
+
+def test_a_dead_quiet_leader_is_replaced_after_the_window_not_the_election_timeout(tmp_path: Path):
+    """A quiet follower's timer runs from the leader node's heartbeat; once the connection to the leader closes, it
+    runs out when a pre-vote can first be granted (one and a half windows after that heartbeat)."""
+    settings = dataclasses.replace(SLOW, quiesce_after_s=QUIET_AFTER_S, durability="memory")
+    cluster = QuietCluster(tmp_path, silent_after_s=settings.election_min_s, settings=settings)
+    try:
+        took, _ = kill_quiet_leader(cluster)
+    finally:
+        cluster.close()
+    assert took < 2 * WINDOW_S + SLACK_S, took
