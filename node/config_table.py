@@ -222,7 +222,7 @@ SETTINGS: tuple[Setting, ...] = (
     ),
     Setting(
         "raft_election_timeout_ms",
-        200,
+        1000,
         "A follower that hears nothing from its partition's leader for a random time between this and three "
         "times this stands for election: it bounds how soon a leader that went silent (hung, or cut off with its "
         "connections open) is replaced, and a leader stalled for longer is voted out. At least twice the "

@@ -15,6 +15,12 @@ unpatched code).
   of grants starts the real election. A leadership transfer (TimeoutNow) skips the pre-vote. And etcd's rule:
   a node whose term ran ahead answers a lower-term AppendEntries with its term (`stale_term`), so the leader
   steps down and the cluster converges instead of that node never rejoining.
+* `pre_vote_first_election`: etcd's `initial-election-tick-advance`. A replica that starts has heard from no
+  leader, so its first election timer runs one to two pre-vote windows, not a whole election timeout: a new
+  cluster elects its leaders at once, and a replica that restarts while its partition has a leader only asks
+  for pre-votes that are refused (the others hear that leader) before the leader's AppendEntries reach it. Not
+  sooner than one window, so that the pre-vote it grants itself keeps the voters' rule even for a replica
+  recreated in the same process right after hearing from a leader.
 * `pre_vote_refusal_*`: etcd's rule for pre-vote. A refusal carries the voter's term, and a pre-candidate whose
   term is lower takes it. Without it, a node whose log is ahead but whose term is behind could never win (its
   pre-vote at term+1 is refused by nodes with higher terms) while refusing theirs (its log is ahead): no leader.
@@ -41,6 +47,15 @@ PRE_VOTE_HUNKS: tuple[Hunk, ...] = (
         self.__preVotes = set()
         self.__lastLeaderContact = 0
         self.__freshPeers = set()
+""",
+    ),
+    Hunk(
+        "pre_vote_first_election",
+        """        self.__preVoteWindow = getattr(self.__conf, 'preVoteWindow', None) or self.__conf.raftMinTimeout / 2
+""",
+        """        self.__preVoteWindow = getattr(self.__conf, 'preVoteWindow', None) or self.__conf.raftMinTimeout / 2
+        if self.__preVote:
+            self.__raftElectionDeadline = monotonicTime() + self.__preVoteWindow * (1 + random.random())
 """,
     ),
     Hunk(

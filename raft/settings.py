@@ -11,9 +11,11 @@ from dataclasses import dataclass
 class RaftSettings:
     """pysyncobj timing, tuned for failover well inside the minimum session timeout (see docs/ARCHITECTURE.md)."""
 
-    # Election timeout range (pysyncobj defaults 0.4-1.4 s).
-    election_min_s: float = 0.2
-    election_max_s: float = 0.6
+    # Election timeout range (pysyncobj defaults 0.4-1.4 s; etcd's election timeout is 1 s). It bounds only how soon
+    # a leader that went silent with its connections open is replaced; a dead one is replaced after the pre-vote
+    # window, and a starting replica's first timer is that window too (raft/patch_pre_vote.py).
+    election_min_s: float = 1.0
+    election_max_s: float = 3.0
     # How often the leader sends AppendEntries when batching (default 0.1 s adds up to 100 ms per commit).
     append_entries_period_s: float = 0.05
     # Send each command at once instead of waiting for the next period.

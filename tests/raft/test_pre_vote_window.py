@@ -1,5 +1,6 @@
-"""The pre-vote window (`raft_pre_vote_window_ms`) apart from the election timeout: a leader whose connections close
-is replaced, and a leader's lease lapses, after the window, however long the election timeout is. Each test runs
+"""The pre-vote window (`raft_pre_vote_window_ms`) apart from the election timeout: a new cluster elects its first
+leader, a leader whose connections close is replaced, and a leader's lease lapses, after the window, however long
+the election timeout is. Each test runs
 with a 2 s election timeout, where tying the window to half of it (as before the setting) takes 1 s or more.
 """
 
@@ -7,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+import types
 from pathlib import Path
 
 import pytest
@@ -15,7 +17,7 @@ from groupcoord.raft.settings import RaftSettings
 from tests.raft.test_leader_lost import HEARTBEAT_S, SLOW_ELECTIONS, new_leader_after_leader_stops
 from tests.raft.test_partition import Cluster as PartitionCluster
 from tests.raft.test_quiescence import QUIET_AFTER_S, QuietCluster, _wait, kill_quiet_leader
-from tests.raft.test_raft_rules import PATCHED, Cluster
+from tests.raft.test_raft_rules import PATCHED, Cluster, module_without
 
 pytestmark = pytest.mark.timing
 
@@ -24,6 +26,27 @@ WINDOW_S = 0.3
 SLOW = RaftSettings(election_min_s=2.0, election_max_s=4.0, leader_fallback_timeout_s=4.0, pre_vote_window_s=WINDOW_S)
 # Scheduling on a loaded 2-core machine, on top of the window's random half.
 SLACK_S = 0.35
+
+
+WITHOUT_FIRST_ELECTION = module_without("pre_vote_first_election")
+
+
+@pytest.mark.parametrize("module", [PATCHED, WITHOUT_FIRST_ELECTION], ids=["patched", "unpatched"])
+def test_a_new_cluster_elects_its_first_leader_after_the_window_not_the_election_timeout(
+    module: types.ModuleType, tmp_path: Path
+):
+    started = time.monotonic()
+    cluster = Cluster(module, tmp_path, **SLOW_ELECTIONS, preVoteWindow=WINDOW_S)
+    try:
+        leader = cluster.leader()
+        elapsed = time.monotonic() - started
+        leader.put(b"first", sync=True, timeout=10)
+    finally:
+        cluster.close()
+    if module is PATCHED:
+        assert WINDOW_S <= elapsed < 2 * WINDOW_S + SLACK_S, elapsed
+    else:
+        assert elapsed >= SLOW_ELECTIONS["raftMinTimeout"], elapsed
 
 
 def test_a_leader_whose_connections_close_is_replaced_after_the_window_not_the_election_timeout(tmp_path: Path):

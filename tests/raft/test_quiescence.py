@@ -255,7 +255,7 @@ def test_a_follower_that_stops_hearing_the_leader_node_does_not_depose_it(cluste
     i = cluster.index(lonely)
     cluster.livenesses[i].stop()  # type: ignore[union-attr]
     lonely._wake()
-    _wait(lambda: cluster.sent_since(i, 0, "pre_vote") > 0, timeout=3)
+    _wait(lambda: cluster.sent_since(i, 0, "pre_vote") > 0, timeout=cluster.settings.election_max_s + 2)
     time.sleep(1.0)
     assert leader.is_leader() and leader.term() == term
 

@@ -32,9 +32,9 @@ def test_election_timeout_and_tick_period_set_the_range_and_the_tick():
 @pytest.mark.parametrize(
     ("flags", "period"),
     [
-        (["--raft-tick-period-ms=150"], "150 ms"),
+        (["--raft-tick-period-ms=150", "--raft-election-timeout-ms=200"], "150 ms"),
         (["--raft-election-timeout-ms=50", "--raft-tick-period-ms=30"], "30 ms"),
-        (["--raft-batch-period-ms=120", "--raft-tick-period-ms=10"], "120 ms"),
+        (["--raft-batch-period-ms=120", "--raft-tick-period-ms=10", "--raft-election-timeout-ms=200"], "120 ms"),
     ],
 )
 def test_an_election_timeout_under_two_heartbeat_periods_is_refused(flags: list[str], period: str):
@@ -58,7 +58,7 @@ def test_the_pre_vote_window_is_its_own_setting():
     "flags",
     [
         ["--raft-pre-vote-window-ms=40"],  # under the 50 ms tick period: followers would grant between heartbeats
-        ["--raft-pre-vote-window-ms=101"],  # over half the 200 ms election timeout
+        ["--raft-pre-vote-window-ms=101", "--raft-election-timeout-ms=200"],  # over half the election timeout
         ["--raft-election-timeout-ms=150"],  # the 100 ms default window is over half of it
         ["--raft-batch-period-ms=120", "--raft-election-timeout-ms=300", "--raft-pre-vote-window-ms=100"],
     ],
