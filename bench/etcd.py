@@ -33,10 +33,9 @@ from pathlib import Path
 from typing import Any
 
 from groupcoord.base.errors import UserError
-from groupcoord.bench import groups, grpc_floor, kafka_bench, offsets
+from groupcoord.bench import groups, grpc_floor, kafka_bench, offsets, workloads
 from groupcoord.bench.cluster import BenchCluster, CpuMeter, proc_cpu_s
 from groupcoord.bench.kafka_client import KafkaClient
-from groupcoord.bench.stats import summary
 from groupcoord.node.launcher import free_base
 
 HOSTS = ("127.0.0.1", "127.0.0.2", "127.0.0.3")
@@ -132,17 +131,7 @@ async def _sequential(etcd: EtcdCluster, leader: tuple[str, int], ops: int) -> d
     import aetcd
 
     async with aetcd.Client(*leader) as client:
-        for i in range(20):  # warm-up: the connection, the first writes
-            await client.put(b"bench/sequential", str(i).encode())
-        latencies = []
-        cpu, start = CpuMeter(etcd), time.perf_counter()
-        for i in range(ops):
-            sent = time.perf_counter()
-            await client.put(b"bench/sequential", str(i).encode())
-            latencies.append((time.perf_counter() - sent) * 1000)
-        elapsed = time.perf_counter() - start
-    used = cpu.result()
-    return {"ops": ops, "latency": summary(latencies), "ops_per_s": round(ops / elapsed, 1), **used}
+        return await workloads.sequential(etcd, lambda i: client.put(b"bench/sequential", str(i).encode()), ops)
 
 
 async def _in_flight(etcd: EtcdCluster, in_flight: int, duration_s: float, keys: int) -> dict[str, Any]:
@@ -150,26 +139,15 @@ async def _in_flight(etcd: EtcdCluster, in_flight: int, duration_s: float, keys:
 
     clients = [aetcd.Client(host, port) for host, port in etcd.endpoints()]
     try:
-        done: list[float] = []
-
-        async def loop(worker: int, until: float, record: bool) -> None:
-            client, key = clients[worker % len(clients)], f"bench/in-flight/{worker % keys}".encode()
-            while time.perf_counter() < until:
-                sent = time.perf_counter()
-                await client.put(key, b"x")
-                if record:
-                    done.append((time.perf_counter() - sent) * 1000)
-
-        await asyncio.gather(*(loop(w, time.perf_counter() + 1.0, False) for w in range(in_flight)))  # warm-up
-        cpu, start = CpuMeter(etcd), time.perf_counter()
-        await asyncio.gather(*(loop(w, start + duration_s, True) for w in range(in_flight)))
-        elapsed = time.perf_counter() - start
-        used = cpu.result()
+        return await workloads.in_flight(
+            etcd,
+            lambda worker: clients[worker % len(clients)].put(f"bench/in-flight/{worker % keys}".encode(), b"x"),
+            in_flight,
+            duration_s,
+        )
     finally:
         for client in clients:
             await client.close()
-    ops_per_s = round(len(done) / elapsed, 1)
-    return {"in_flight": in_flight, "ops": len(done), "ops_per_s": ops_per_s, "latency": summary(done), **used}
 
 
 async def _registrations(etcd: EtcdCluster, members: int) -> dict[str, Any]:

@@ -98,7 +98,7 @@ async def _stable_described(
 ) -> dict[str, Any]:
     """Waits until the members are stable and DescribeGroups agrees (Stable, same generation, every member)."""
     while True:
-        done = await wait_stable(members, FORM_TIMEOUT_S, above_generation)
+        done = await wait_stable(members, FORM_TIMEOUT_S, above_generation, tasks=fleet.tasks.values())
         group, describe_ms = await describe(fleet.router, members[0].group_id)
         if group.group_state == "Stable" and group.generation_id == members[0].generation_id:
             return {"seconds": round(done - start, 4), **_group_result(group, members, describe_ms)}
@@ -154,7 +154,7 @@ async def failover(cluster: BenchCluster, groups: int, per_group: int, interval_
             static = g % 2 == 0
             fleet.start(f"failover-{'s' if static else 'd'}{g}-{uuid.uuid4().hex[:6]}", per_group, static=static)
         for members in fleet.groups.values():
-            await wait_stable(members, FORM_TIMEOUT_S)
+            await wait_stable(members, FORM_TIMEOUT_S, tasks=fleet.tasks.values())
         await asyncio.sleep(2 * interval_ms / 1000)
         before = {g: ms[0].generation_id for g, ms in fleet.groups.items()}
         by_address = {a: i for i, a in cluster.addresses.items()}
@@ -169,7 +169,7 @@ async def failover(cluster: BenchCluster, groups: int, per_group: int, interval_
         times = await _first_heartbeats(fleet, moved, killed)
         used = cpu.result()
         for members in fleet.groups.values():
-            await wait_stable(members, FORM_TIMEOUT_S)
+            await wait_stable(members, FORM_TIMEOUT_S, tasks=fleet.tasks.values())
         described = [await describe(fleet.router, g) for g in fleet.groups]
         bumped = [d.group_id for d, _ in described if d.generation_id != before[d.group_id]]
         return {

@@ -12,14 +12,13 @@ import asyncio
 import signal
 import subprocess
 import sys
-import time
 from typing import Any
 
 import grpc
 import uvloop
 
-from groupcoord.bench.cluster import CpuMeter, proc_cpu_s
-from groupcoord.bench.stats import summary
+from groupcoord.bench import workloads
+from groupcoord.bench.cluster import proc_cpu_s
 from groupcoord.node.launcher import free_base
 from groupcoord.protocol.v1 import groupcoord_pb2 as pb
 
@@ -106,40 +105,15 @@ async def sequential(server: EchoServer, ops: int) -> dict[str, Any]:
     data = payload()
     async with server.channel() as channel:
         call = channel.unary_unary(METHOD, request_serializer=_same, response_deserializer=_same)
-        for _ in range(20):  # warm-up, as for etcd
-            await call(data)
-        latencies = []
-        cpu, start = CpuMeter(server), time.perf_counter()
-        for _ in range(ops):
-            sent = time.perf_counter()
-            await call(data)
-            latencies.append((time.perf_counter() - sent) * 1000)
-        elapsed = time.perf_counter() - start
-        used = cpu.result()
-    return {"ops": ops, "latency": summary(latencies), "ops_per_s": round(ops / elapsed, 1), **used}
+        return await workloads.sequential(server, lambda _: call(data), ops)
 
 
 async def in_flight(server: EchoServer, in_flight: int, duration_s: float) -> dict[str, Any]:
     """`in_flight` loops over one channel for `duration_s` after a second's warm-up → calls/s and CPU per call."""
     data = payload()
-    done: list[float] = []
     async with server.channel() as channel:
         call = channel.unary_unary(METHOD, request_serializer=_same, response_deserializer=_same)
-
-        async def loop(until: float, record: bool) -> None:
-            while time.perf_counter() < until:
-                sent = time.perf_counter()
-                await call(data)
-                if record:
-                    done.append((time.perf_counter() - sent) * 1000)
-
-        await asyncio.gather(*(loop(time.perf_counter() + 1.0, False) for _ in range(in_flight)))
-        cpu, start = CpuMeter(server), time.perf_counter()
-        await asyncio.gather(*(loop(start + duration_s, True) for _ in range(in_flight)))
-        elapsed = time.perf_counter() - start
-        used = cpu.result()
-    ops_per_s = round(len(done) / elapsed, 1)
-    return {"in_flight": in_flight, "ops": len(done), "ops_per_s": ops_per_s, "latency": summary(done), **used}
+        return await workloads.in_flight(server, lambda _: call(data), in_flight, duration_s)
 
 
 def main(argv: list[str]) -> None:

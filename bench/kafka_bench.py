@@ -42,7 +42,7 @@ from groupcoord.bench.kafka_client import (
     SYNC_GROUP,
     KafkaClient,
 )
-from groupcoord.bench.members import REJOIN, RETRY_S, BenchError, Member, assign, stable, subscription
+from groupcoord.bench.members import REJOIN, RETRY_S, BenchError, Member, assign, subscription, wait_stable
 from groupcoord.bench.stats import summary
 from groupcoord.client.assignors import RangeAssignor
 from groupcoord.client.protocol import PROTOCOL_TYPE
@@ -361,7 +361,7 @@ async def join_group(bench: BenchCluster, client: KafkaClient, size: int, interv
     tasks = [asyncio.create_task(run_member(client, m, metadata, interval_ms / 1000, stop)) for m in members]
     try:
         while True:
-            done = await _wait_stable(members, tasks, groups.FORM_TIMEOUT_S)
+            done = await wait_stable(members, groups.FORM_TIMEOUT_S, tasks=tasks)
             group, describe_ms = await describe(client, group_id)
             # Kafka's DescribeGroups has no generation: Stable with every member is what it can confirm.
             if group.group_state == "Stable" and len(group.members) == size:
@@ -391,21 +391,6 @@ async def join_group(bench: BenchCluster, client: KafkaClient, size: int, interv
         "errors": errors,
         **used,
     }
-
-
-async def _wait_stable(members: list[KafkaMember], tasks: list[asyncio.Task[None]], timeout_s: float) -> float:
-    """perf_counter() of the SyncGroup that made the members stable (members.wait_stable, failing at once when a
-    member's task failed)."""
-    deadline = time.monotonic() + timeout_s
-    while not stable(members):
-        failed = next((t for t in tasks if t.done() and not t.cancelled() and t.exception() is not None), None)
-        if failed is not None:
-            raise failed.exception()  # type: ignore[misc]  # not None: `failed` was picked for having one
-        if time.monotonic() > deadline:
-            joining = sum(m.joining for m in members)
-            raise BenchError(f"{members[0].group_id}: not stable after {timeout_s:.0f} s ({joining} still joining)")
-        await asyncio.sleep(0.005)
-    return max(m.synced_at for m in members)
 
 
 def _name(code: int) -> str:

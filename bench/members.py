@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,6 +39,8 @@ from groupcoord.protocol.v1 import groupcoord_pb2_grpc as pb_grpc
 CHANNEL_OPTIONS = (("grpc.enable_http_proxy", 0),)
 CHANNELS_PER_NODE = 2
 RETRY_S = 0.02
+# How often a wait for a group to form looks at its members' tasks for one that failed.
+TASK_CHECK_S = 0.1
 RPC_TIMEOUT_S = 5.0
 REDISCOVER = frozenset({Errors.COORDINATOR_NOT_AVAILABLE, Errors.NOT_COORDINATOR, Errors.COORDINATOR_LOAD_IN_PROGRESS})
 REJOIN = frozenset({Errors.REBALANCE_IN_PROGRESS, Errors.ILLEGAL_GENERATION, Errors.UNKNOWN_MEMBER_ID})
@@ -286,12 +288,25 @@ def stable(members: Sequence[Member], above_generation: int = 0) -> bool:
 
 
 async def wait_stable(
-    members: list[Member], timeout_s: float, above_generation: int = 0, poll_s: float = 0.005
+    members: Sequence[Member],
+    timeout_s: float,
+    above_generation: int = 0,
+    poll_s: float = 0.005,
+    tasks: Iterable[asyncio.Task[None]] = (),
 ) -> float:
-    """perf_counter() of the last SyncGroup that made the group stable; BenchError after `timeout_s`."""
+    """perf_counter() of the last SyncGroup that made the group stable; BenchError after `timeout_s`, and within
+    `TASK_CHECK_S` the error of any of the members' `tasks` that failed (a refused join ends the run, not the
+    timeout; looked at less often than the poll, so that thousands of members cost the client little)."""
     deadline = time.monotonic() + timeout_s
+    checked = 0.0
     while not stable(members, above_generation):
-        if time.monotonic() > deadline:
+        now = time.monotonic()
+        if now - checked >= TASK_CHECK_S:
+            checked = now
+            failed = next((t for t in tasks if t.done() and not t.cancelled() and t.exception() is not None), None)
+            if failed is not None:
+                raise failed.exception()  # type: ignore[misc]  # not None: `failed` was picked for having one
+        if now > deadline:
             joining = sum(m.joining for m in members)
             raise BenchError(f"{members[0].group_id}: not stable after {timeout_s:.0f} s ({joining} still joining)")
         await asyncio.sleep(poll_s)

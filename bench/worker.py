@@ -71,11 +71,12 @@ async def _form(router: Router, group_id: str, config: dict[str, Any], stop: asy
         for i in range(config["members_per_group"])
     ]
     metadata = subscription(2 * len(mine))
-    tasks.extend(
+    own = [
         asyncio.create_task(run_member(router, m, metadata, functools.partial(cadence.next_sleep, m), group_stop))
         for m in mine
-    )
-    await wait_stable(mine, FORM_TIMEOUT_S)
+    ]
+    tasks.extend(own)
+    await wait_stable(mine, FORM_TIMEOUT_S, tasks=own)
     members.extend(mine)
     if config["interval_ms"]:
         cadence.settle(config["interval_ms"] / 1000)

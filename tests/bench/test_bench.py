@@ -388,6 +388,26 @@ def test_a_refusal_the_bench_cannot_carry_on_from_is_one_line_not_a_traceback(tm
     assert "Traceback" not in out.stderr and out.stdout == ""
 
 
+@pytest.mark.timeout(90)
+def test_a_member_refused_while_its_group_forms_ends_the_join_at_once(tmp_path) -> None:
+    """`bench join` over gRPC: the third member's JoinGroup is refused (GROUP_MAX_SIZE_REACHED from a node whose
+    groups hold 2), and the run ends with that error instead of waiting out the formation timeout (minutes)."""
+    node = start_node(tmp_path / "node.log", "--group-max-size=2", "--group-initial-rebalance-delay-ms=0")
+    try:
+        out = subprocess.run(
+            [sys.executable, "-m", "groupcoord", "bench", "join", "--members", "3", "--bootstrap", node.address],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    finally:
+        stop_node(node)
+    assert out.returncode == 2, out.stderr[-3000:]
+    assert "bench join, run 1: JoinGroup" in out.stderr
+    assert f"error {Errors.GROUP_MAX_SIZE_REACHED.value}" in out.stderr
+    assert "Traceback" not in out.stderr and out.stdout == ""
+
+
 def test_partition_load_prints_every_figure() -> None:
     out = subprocess.run(
         [sys.executable, "-m", "groupcoord.bench.partition_load", "--groups", "20", "--runs", "1"],
