@@ -20,7 +20,11 @@ unpatched code).
   cluster elects its leaders at once, and a replica that restarts while its partition has a leader only asks
   for pre-votes that are refused (the others hear that leader) before the leader's AppendEntries reach it. Not
   sooner than one window, so that the pre-vote it grants itself keeps the voters' rule even for a replica
-  recreated in the same process right after hearing from a leader.
+  recreated in the same process right after hearing from a leader. A new cluster's replicas first find out that
+  they all hold nothing (the `fresh` messages, which a peer not yet listening misses): while they do, each
+  announces again every one to two windows (`pre_vote_first_election_announce`), and the moment one knows, its
+  timer runs one to two windows again (`pre_vote_first_election_bootstrap`), so the nodes' staggered starts cost
+  no election timeouts.
 * `pre_vote_refusal_*`: etcd's rule for pre-vote. A refusal carries the voter's term, and a pre-candidate whose
   term is lower takes it. Without it, a node whose log is ahead but whose term is behind could never win (its
   pre-vote at term+1 is refused by nodes with higher terms) while refusing theirs (its log is ahead): no leader.
@@ -185,6 +189,24 @@ PRE_VOTE_HUNKS: tuple[Hunk, ...] = (
             return
 
         if message['type'] == 'request_vote' and self.__selfNode is not None:
+""",
+    ),
+    Hunk(
+        "pre_vote_first_election_announce",
+        """                    self.__announceFresh()
+""",
+        """                    self.__announceFresh()
+                    if self.__preVote and getattr(self.__raftLog, 'fresh', False):
+                        self.__raftElectionDeadline = monotonicTime() + self.__preVoteWindow * (1 + random.random())
+""",
+    ),
+    Hunk(
+        "pre_vote_first_election_bootstrap",
+        """holds nothing: a new cluster')
+""",
+        """holds nothing: a new cluster')
+                        if self.__preVote:
+                            self.__raftElectionDeadline = monotonicTime() + self.__preVoteWindow * (1 + random.random())
 """,
     ),
     Hunk(

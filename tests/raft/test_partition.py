@@ -34,13 +34,20 @@ def _wait(predicate: Callable[[], bool], timeout: float = 10.0) -> None:
 
 class Cluster:
     def __init__(
-        self, tmp: Path, size: int = 3, secrets: list[str] | None = None, settings: RaftSettings | None = None
+        self,
+        tmp: Path,
+        size: int = 3,
+        secrets: list[str] | None = None,
+        settings: RaftSettings | None = None,
+        started: int | None = None,
     ) -> None:
+        """`started`: how many of the replicas start now (the rest with `start`, as nodes started apart)."""
         self.tmp = tmp
         self.settings = settings or RaftSettings()
         self.addresses = [f"127.0.0.1:{_free_port()}" for _ in range(size)]
         self.secrets = secrets or [SECRET] * size
-        self.replicas: list[PartitionReplica | None] = [self.start(i) for i in range(size)]
+        now = size if started is None else started
+        self.replicas: list[PartitionReplica | None] = [self.start(i) if i < now else None for i in range(size)]
 
     def start(self, i: int) -> PartitionReplica:
         peers = [a for a in self.addresses if a != self.addresses[i]]

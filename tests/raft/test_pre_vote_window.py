@@ -49,6 +49,24 @@ def test_a_new_cluster_elects_its_first_leader_after_the_window_not_the_election
         assert elapsed >= SLOW_ELECTIONS["raftMinTimeout"], elapsed
 
 
+def test_a_new_cluster_whose_replicas_start_apart_elects_a_window_after_they_find_it_is_new(tmp_path: Path):
+    """Replicas with our journal first find out that every one of them holds nothing (`fresh` messages, which a
+    replica not started yet misses): two start, announce to each other and wait; the third starts 0.8 s later. The
+    `pre_vote_first_election_*` hunks have them announce again, and stand, within windows of that; without them,
+    both waits are whole election timeouts (4-8 s here)."""
+    settings = dataclasses.replace(SLOW, election_min_s=4.0, election_max_s=8.0, connection_retry_s=0.2)
+    cluster = PartitionCluster(tmp_path, settings=settings, started=2)
+    try:
+        time.sleep(0.8)  # past the first two's first timers (0.3-0.6 s): they have announced, to each other only
+        third_started = time.monotonic()
+        cluster.replicas[2] = cluster.start(2)
+        cluster.leader()
+        elapsed = time.monotonic() - third_started
+    finally:
+        cluster.close()
+    assert elapsed < 2.0, elapsed
+
+
 def test_a_leader_whose_connections_close_is_replaced_after_the_window_not_the_election_timeout(tmp_path: Path):
     cluster = Cluster(PATCHED, tmp_path, **SLOW_ELECTIONS, preVoteWindow=WINDOW_S)
     try:
