@@ -22,7 +22,8 @@ unpatched code).
   sooner than one window, so that the pre-vote it grants itself keeps the voters' rule even for a replica
   recreated in the same process right after hearing from a leader. A new cluster's replicas first find out that
   they all hold nothing (the `fresh` messages, which a peer not yet listening misses): while they do, each
-  announces again every one to two windows (`pre_vote_first_election_announce`), and the moment one knows, its
+  announces again every one to two windows (`pre_vote_first_election_announce`; only where a new cluster may form,
+  `initial_cluster_state` new: an empty replica of an existing one waits for a leader), and the moment one knows, its
   timer runs one to two windows again (`pre_vote_first_election_bootstrap`), so the nodes' staggered starts cost
   no election timeouts.
 * `pre_vote_refusal_*`: etcd's rule for pre-vote. A refusal carries the voter's term, and a pre-candidate whose
@@ -196,7 +197,8 @@ PRE_VOTE_HUNKS: tuple[Hunk, ...] = (
         """                    self.__announceFresh()
 """,
         """                    self.__announceFresh()
-                    if self.__preVote and getattr(self.__raftLog, 'fresh', False):
+                    if self.__preVote and getattr(self.__raftLog, 'fresh', False) and \\
+                            getattr(self.__conf, 'bootstrap', True):
                         self.__raftElectionDeadline = monotonicTime() + self.__preVoteWindow * (1 + random.random())
 """,
     ),
