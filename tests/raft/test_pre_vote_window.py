@@ -1,7 +1,7 @@
 """The pre-vote window (`raft_pre_vote_window_ms`) apart from the election timeout: a new cluster elects its first
 leader, a leader whose connections close is replaced, and a leader's lease lapses, after the window, however long
-the election timeout is. Each test runs
-with a 2 s election timeout, where tying the window to half of it (as before the setting) takes 1 s or more.
+the election timeout is. The tests run with a 2 s election timeout (4 s for the staggered start), where tying the
+window to half of it (as before the setting) takes 1 s or more.
 """
 
 from __future__ import annotations
