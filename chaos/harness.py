@@ -270,13 +270,16 @@ class Harness:
                 self.history.write("coordinator_answer", t=answered, group=group, node=node_id, epoch=epoch, sent=sent)
 
     def _observe_group(self, cluster: ChaosCluster, group: str) -> tuple[str, int, set[str]] | None:
+        """Two threads observe (the background observer and the convergence wait): `sent` lets the checker order
+        only the observations that did not overlap, as a linearizable service orders them."""
+        sent = time.monotonic()
         described = cluster.describe(group)
         if described is None:
             return None
         node_id, g = described
         members = {m.member_id for m in g.members}
         self.history.write("observe", group=group, node=node_id, state=g.group_state, generation=g.generation_id,
-                           members=sorted(members), pending=g.pending_member_count)  # fmt: skip
+                           members=sorted(members), pending=g.pending_member_count, sent=sent)  # fmt: skip
         return g.group_state, g.generation_id, members
 
     def _converge(self, cluster: ChaosCluster, fleet: Fleet, fault: str, since: float | None = None) -> None:

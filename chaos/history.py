@@ -27,7 +27,8 @@ Harness events:
   `worker_exit` (worker, incarnation, returncode, expected: false when nobody stopped it).
 * `fault`: kind (kill_node | pause_node | resume_node | restart_node | partition_node | heal_partition |
   restart_cluster | kill_worker | restart_worker), node / worker, group, phase (the group state seen just before).
-* `observe`: group, node (the coordinator asked), state, generation, members ([member ids]), pending (count).
+* `observe`: group, node (the coordinator asked), state, generation, members ([member ids]), pending (count), sent
+  (when it was asked; `t` is when the answer came back).
 * `coordinator_answer`: group, node, epoch (the Raft term its coordinator serves in), sent; `t` is when the
   node's answer as the group's coordinator came back (every node is asked at once, one group at a time).
 * `recovered`: kind, seconds until every node served and agreed on a leader for every partition after it.

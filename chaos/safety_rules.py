@@ -5,6 +5,7 @@ never reused.
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections import defaultdict
 from typing import Any
 
@@ -23,6 +24,12 @@ from groupcoord.chaos.verdict import (
 
 SESSION_LOST = "session_lost"
 MEMBER_EVENTS = frozenset({"assigned", "revoked", "commit", "fetch"})
+
+
+def sent_at(observe: dict[str, Any]) -> float:
+    """When an observation was asked; runs recorded before `sent` existed give only the answer time."""
+    sent: float = observe.get("sent", observe["t"])
+    return sent
 
 
 class SafetyRules(CheckContext):
@@ -154,21 +161,27 @@ class SafetyRules(CheckContext):
                         f"{self.at(previous['t'])}",
                     )
                 previous = e
-        last: dict[str, dict[str, Any]] = {}
+        # Per group, in answer order: the answer times, and the observation of the highest generation up to each.
+        answered: dict[str, list[float]] = defaultdict(list)
+        peaks: dict[str, list[dict[str, Any]]] = defaultdict(list)
         for o in (o for o in self.observes if o.get("generation") is not None):
             group, generation = o.get("group", ""), o["generation"]
             highest[group] = max(generation, highest.get(group, generation))
-            before = last.get(group)
+            # Only an observation answered before this one was asked is known to be older (two may overlap).
+            older = bisect_left(answered[group], sent_at(o))
+            before = peaks[group][older - 1] if older else None
             if before is not None and generation < before["generation"]:
                 self.flag(
                     GENERATION_BACKWARDS,
                     group,
                     o["t"],
                     f"group {group}: node {o.get('node', '?')} reported generation {generation} at "
-                    f"{self.at(o['t'])}, after node {before.get('node', '?')} reported generation "
-                    f"{before['generation']} at {self.at(before['t'])}",
+                    f"{self.at(o['t'])} (asked at {self.at(sent_at(o))}), after node {before.get('node', '?')} "
+                    f"reported generation {before['generation']} at {self.at(before['t'])}",
                 )
-            last[group] = o
+            peak = peaks[group][-1] if peaks[group] else None
+            answered[group].append(o["t"])
+            peaks[group].append(o if peak is None or generation > peak["generation"] else peak)
         self.stats["max_generation_by_group"] = dict(sorted(highest.items()))
 
     def member_ids(self) -> None:
@@ -204,18 +217,24 @@ class SafetyRules(CheckContext):
         for o in self.observes:
             by_group[o.get("group", "")].append(o)
         for group, observes in sorted(by_group.items()):
-            seen: set[str] = set()
-            gone: dict[str, float] = {}
+            # Two observations may overlap, and then either order is right: a member is gone once an observation
+            # asked after one that held it was answered without it, and back when one asked after that holds it.
+            seen: dict[str, float] = {}  # member -> when an observation holding it was first answered
+            gone: dict[str, dict[str, Any]] = {}  # member -> the first observation known to be after it left
             for o in observes:
-                members = set(o.get("members", []))
-                for member in sorted(members & gone.keys()):
+                members, sent = set(o.get("members", [])), sent_at(o)
+                for member in sorted(m for m in members & gone.keys() if sent > gone[m]["t"]):
+                    absent = gone.pop(member)
                     self.flag(
                         MEMBER_ID_REUSED,
                         group,
                         o["t"],
-                        f"group {group}: member {member} was observed again at {self.at(o['t'])} after it had "
-                        f"left the group (absent at {self.at(gone.pop(member))})",
+                        f"group {group}: member {member} was observed again at {self.at(o['t'])} (node "
+                        f"{o.get('node', '?')}, asked at {self.at(sent)}) after it had left the group (absent at "
+                        f"{self.at(absent['t'])}, node {absent.get('node', '?')})",
                     )
-                for member in seen - members:
-                    gone.setdefault(member, o["t"])
-                seen |= members
+                for member in seen.keys() - members:
+                    if sent > seen[member]:
+                        gone.setdefault(member, o)
+                for member in members:
+                    seen.setdefault(member, o["t"])

@@ -111,11 +111,20 @@ class HistoryBuilder:
         self.event("fault", t, kind=kind, **data)
 
     def observe(
-        self, t: float, group: str, state: str, generation: int, members: list[str], pending: int = 0
+        self,
+        t: float,
+        group: str,
+        state: str,
+        generation: int,
+        members: list[str],
+        pending: int = 0,
+        sent: float | None = None,
     ) -> dict[str, Any]:
+        """An observation answered at `t`, asked at `sent` (just before `t` when not given)."""
         return self.event(
-            "observe", t, group=group, node=1, state=state, generation=generation, members=members, pending=pending
-        )
+            "observe", t, group=group, node=1, state=state, generation=generation, members=members, pending=pending,
+            sent=T0 + (t - 0.001 if sent is None else sent),
+        )  # fmt: skip
 
     def remove(self, ev: str) -> None:
         self.history.harness = [e for e in self.history.harness if e["ev"] != ev]
