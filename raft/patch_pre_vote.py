@@ -60,7 +60,7 @@ PRE_VOTE_HUNKS: tuple[Hunk, ...] = (
 """,
         """        self.__preVoteWindow = getattr(self.__conf, 'preVoteWindow', None) or self.__conf.raftMinTimeout / 2
         if self.__preVote:
-            self.__raftElectionDeadline = monotonicTime() + self.__preVoteWindow * (1 + random.random())
+            self.__raftElectionDeadline = self.__firstElectionDeadline()
 """,
     ),
     Hunk(
@@ -136,6 +136,9 @@ PRE_VOTE_HUNKS: tuple[Hunk, ...] = (
             return lastLogTerm > self.__getCurrentLogTerm()
         return lastLogIdx >= self.__getCurrentLogIndex()
 
+    def __firstElectionDeadline(self):
+        return monotonicTime() + self.__preVoteWindow * (1 + random.random())
+
     def __heardFromLeaderRecently(self):
         if self.__raftState == _RAFT_STATE.LEADER:
             return True
@@ -199,7 +202,7 @@ PRE_VOTE_HUNKS: tuple[Hunk, ...] = (
         """                    self.__announceFresh()
                     if self.__preVote and getattr(self.__raftLog, 'fresh', False) and \\
                             getattr(self.__conf, 'bootstrap', True):
-                        self.__raftElectionDeadline = monotonicTime() + self.__preVoteWindow * (1 + random.random())
+                        self.__raftElectionDeadline = self.__firstElectionDeadline()
 """,
     ),
     Hunk(
@@ -208,7 +211,7 @@ PRE_VOTE_HUNKS: tuple[Hunk, ...] = (
 """,
         """holds nothing: a new cluster')
                         if self.__preVote:
-                            self.__raftElectionDeadline = monotonicTime() + self.__preVoteWindow * (1 + random.random())
+                            self.__raftElectionDeadline = self.__firstElectionDeadline()
 """,
     ),
     Hunk(
