@@ -58,7 +58,7 @@ def _best_ms(fn: Callable[[], object], runs: int) -> float:
 
 
 def _load_ms(store: GroupStore, runs: int) -> float:
-    """A new leader's core built on a copy made beforehand: `load()` (every member's session timer) and no copy."""
+    """A new leader's core built on a copy made beforehand: `load()` (its session and phase timers), no copy."""
     best = float("inf")
     for _ in range(runs):
         working = store.copy()

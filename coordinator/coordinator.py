@@ -131,6 +131,7 @@ class GroupCoordinator:
         rt = self.runtime
         rt.timers.clear()
         rt.soft.clear()
+        rt.loaded_sessions.clear()
         rt.unloaded = False
         now = rt.mono()
         for gid, group in rt.store.groups.items():
@@ -146,6 +147,7 @@ class GroupCoordinator:
         self.rebalance.unload(out)
         rt.soft.clear()
         rt.timers.clear()
+        rt.loaded_sessions.clear()
         rt.unloaded = True
 
     def tick(self) -> CoordinatorResult:

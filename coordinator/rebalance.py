@@ -13,7 +13,13 @@ from groupcoord.coordinator.responses import join_error, join_ok, sync_error
 from groupcoord.coordinator.result import CoordinatorResult, Token
 from groupcoord.coordinator.runtime import Runtime
 from groupcoord.coordinator.state import Group, GroupState
-from groupcoord.coordinator.timers import JoinDeadline, PendingMemberTimeout, SessionTimeout, SyncDeadline
+from groupcoord.coordinator.timers import (
+    JoinDeadline,
+    LoadedSessions,
+    PendingMemberTimeout,
+    SessionTimeout,
+    SyncDeadline,
+)
 from groupcoord.protocol import records as r
 from groupcoord.protocol.errors import Errors
 
@@ -73,7 +79,7 @@ class Rebalance:
         return True
 
     def _forget_member(self, out: CoordinatorResult, gid: str, member_id: str, code: Errors) -> None:
-        self.rt.timers.cancel(SessionTimeout(gid, member_id))
+        self._end_session(gid, member_id)
         soft = self.rt.soft.get(gid)
         if soft is None:
             return
@@ -87,11 +93,41 @@ class Rebalance:
 
     # -- timers ---------------------------------------------------------------------------------------
 
-    def arm_session(self, gid: str, member_id: str, session_timeout_ms: int, now: int | None = None) -> None:
-        deadline = (self.rt.mono() if now is None else now) + session_timeout_ms
+    def arm_session(self, gid: str, member_id: str, session_timeout_ms: int) -> None:
+        """The member's own session timer, which replaces the one `load()` started for it, if any."""
+        loaded = self.rt.loaded_sessions.get(gid)
+        if loaded is not None:
+            loaded.pop(member_id, None)
         self.rt.timers.arm(
-            SessionTimeout(gid, member_id), deadline, lambda out: self._session_expired(out, gid, member_id)
+            SessionTimeout(gid, member_id),
+            self.rt.mono() + session_timeout_ms,
+            lambda out: self._session_expired(out, gid, member_id),
         )
+
+    def _end_session(self, gid: str, member_id: str) -> None:
+        """No session for the member: it is parked (its session paused) or gone."""
+        self.rt.timers.cancel(SessionTimeout(gid, member_id))
+        loaded = self.rt.loaded_sessions.get(gid)
+        if loaded is not None:
+            loaded.pop(member_id, None)
+
+    def _arm_loaded(self, gid: str, loaded: dict[str, int]) -> None:
+        self.rt.timers.arm(LoadedSessions(gid), min(loaded.values()), lambda out: self._loaded_expired(out, gid))
+
+    def _loaded_expired(self, out: CoordinatorResult, gid: str) -> None:
+        """The sessions `load()` started that are due, earliest first (as their own timers would have run)."""
+        loaded = self.rt.loaded_sessions.get(gid)
+        if loaded is None:
+            return
+        now = self.rt.mono()
+        for member_id, _ in sorted((item for item in loaded.items() if item[1] <= now), key=lambda item: item[1]):
+            # An expiry's rebalance re-arms the others' sessions (`start_rebalance`): each is checked again here.
+            if loaded.pop(member_id, None) is not None:
+                self._session_expired(out, gid, member_id)
+        if loaded:
+            self._arm_loaded(gid, loaded)
+        else:
+            self.rt.loaded_sessions.pop(gid, None)
 
     def arm_pending(self, gid: str, member_id: str, deadline: int) -> None:
         self.rt.timers.arm(
@@ -112,9 +148,13 @@ class Rebalance:
         self.arm_session(group.group_id, member_id, group.members[member_id].session_timeout_ms)
 
     def load(self, gid: str, group: Group, now: int) -> None:
-        """A new leader's deadlines for one group, all starting `now`."""
-        for member in group.members.values():
-            self.arm_session(gid, member.member_id, member.session_timeout_ms, now)
+        """A new leader's deadlines for one group, all starting `now`. Every member's session starts, under one timer
+        for the group (a partition's takeover arms a timer per group, not per member): a member's next request arms
+        its own (`arm_session`)."""
+        if group.members:
+            loaded = {member_id: now + m.session_timeout_ms for member_id, m in group.members.items()}
+            self.rt.loaded_sessions[gid] = loaded
+            self._arm_loaded(gid, loaded)
         for member_id, session_timeout_ms in group.pending_members.items():
             self.arm_pending(gid, member_id, now + session_timeout_ms)
         if group.state == PREPARING:
@@ -130,7 +170,7 @@ class Rebalance:
         if old is not None and old != token:
             out.reply(old, join_error(Errors.REBALANCE_IN_PROGRESS, member_id, "superseded by a newer JoinGroup"))
         soft.join_waiters[member_id] = token
-        self.rt.timers.cancel(SessionTimeout(group.group_id, member_id))
+        self._end_session(group.group_id, member_id)
 
     def park_sync(self, out: CoordinatorResult, group: Group, member_id: str, token: Token) -> None:
         soft = self.rt.soft_for(group.group_id)
@@ -138,7 +178,7 @@ class Rebalance:
         if old is not None and old != token:
             out.reply(old, sync_error(Errors.REBALANCE_IN_PROGRESS, "superseded by a newer SyncGroup"))
         soft.sync_waiters[member_id] = token
-        self.rt.timers.cancel(SessionTimeout(group.group_id, member_id))
+        self._end_session(group.group_id, member_id)
 
     def unload(self, out: CoordinatorResult) -> None:
         """The partition moved away: every parked request fails with COORDINATOR_NOT_AVAILABLE."""

@@ -15,7 +15,7 @@ from groupcoord.coordinator.config import GroupConfig
 from groupcoord.coordinator.limits import TokenBucket
 from groupcoord.coordinator.result import CoordinatorResult, Token
 from groupcoord.coordinator.state import GroupStore
-from groupcoord.coordinator.timers import JoinDeadline, SyncDeadline, Timers
+from groupcoord.coordinator.timers import JoinDeadline, LoadedSessions, SyncDeadline, Timers
 from groupcoord.protocol import records as r
 
 
@@ -53,6 +53,8 @@ class Runtime:
         self.store = store
         self.timers = Timers()
         self.soft: dict[str, GroupSoft] = {}
+        # Per group, the members whose session is still the one `load()` started, and its deadline (monotonic ms).
+        self.loaded_sessions: dict[str, dict[str, int]] = {}
         self.unloaded = False
 
     def emit(self, out: CoordinatorResult, rec: r.Record) -> bool:
@@ -66,7 +68,9 @@ class Runtime:
         if isinstance(rec, r.GroupDeleted):
             self.timers.cancel(JoinDeadline(rec.group_id))
             self.timers.cancel(SyncDeadline(rec.group_id))
+            self.timers.cancel(LoadedSessions(rec.group_id))
             self.soft.pop(rec.group_id, None)
+            self.loaded_sessions.pop(rec.group_id, None)
         return True
 
     def soft_for(self, group_id: str) -> GroupSoft:

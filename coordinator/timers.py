@@ -23,6 +23,14 @@ class SessionTimeout:
 
 
 @dataclass(frozen=True, slots=True)
+class LoadedSessions:
+    """The sessions a new leader started for one group's members at load, until each is re-armed, paused or ended:
+    one timer per group instead of one per member (`Rebalance.load`)."""
+
+    group_id: str
+
+
+@dataclass(frozen=True, slots=True)
 class PendingMemberTimeout:
     """A KIP-394 id handed out and not joined yet."""
 
@@ -49,7 +57,7 @@ class RetentionCheck:
     """The partition's periodic offset-retention and empty-group check."""
 
 
-TimerKey = SessionTimeout | PendingMemberTimeout | JoinDeadline | SyncDeadline | RetentionCheck
+TimerKey = SessionTimeout | LoadedSessions | PendingMemberTimeout | JoinDeadline | SyncDeadline | RetentionCheck
 TimerOperation = Callable[[CoordinatorResult], None]
 
 

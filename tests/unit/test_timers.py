@@ -3,9 +3,12 @@
 
 from __future__ import annotations
 
+from groupcoord.coordinator import GroupCoordinator
+from groupcoord.coordinator.timers import LoadedSessions
 from groupcoord.protocol import records as r
 from groupcoord.protocol.errors import Errors
-from tests.unit.harness import COMPLETING, EMPTY, PREPARING, STABLE, Harness, code, records_of
+from tests.support import SeqIds
+from tests.unit.harness import COMPLETING, EMPTY, PREPARING, SESSION_MS, STABLE, Harness, code, records_of
 
 Cause = r.RebalanceCause
 
@@ -313,3 +316,85 @@ def test_coordinator_check_comes_before_session_timeout():
     h = Harness()
     h.unload()
     assert code(h.join(session_timeout_ms=1).response) == Errors.COORDINATOR_NOT_AVAILABLE
+
+
+# -- a new leader's sessions ---------------------------------------------------------------------------
+
+
+def _new_leader(h: Harness) -> None:
+    """The partition moves: a new leader loads a copy of the committed state, every session starting now."""
+    h.absorb(h.core.unload())
+    h.core = GroupCoordinator(h.config, h.clock, new_uuid=SeqIds(), store=h.core.store.copy())
+
+
+def test_a_new_leader_starts_every_session_under_one_timer_per_group():
+    h = Harness()
+    h.form("a", "b", "c")
+    h.form("d", "e", group_id="other")
+    _new_leader(h)
+    timers = h.core.runtime.timers
+    assert len(timers) == 3, "one per group and the retention check, not one per member"
+    assert LoadedSessions("g") in timers and LoadedSessions("other") in timers
+    assert timers.deadline(LoadedSessions("g")) == h.clock.now + SESSION_MS
+
+
+def test_after_a_takeover_only_the_silent_members_expire_a_session_after_it():
+    h = Harness()
+    a, b = h.form("a", "b")
+    h.advance(4_000)
+    _new_leader(h)
+    taken_over = h.clock.now
+    h.advance(6_000)
+    assert code(a.heartbeat().response) == Errors.NONE  # its own session from here
+    eff = h.advance(SESSION_MS - 6_000 - 1)
+    assert records_of(eff, r.MemberRemoved) == []
+    eff = h.advance(1)
+    assert h.clock.now == taken_over + SESSION_MS
+    assert [(x.member_id, x.cause) for x in records_of(eff, r.MemberRemoved)] == [
+        (b.member_id, r.RemovalCause.SESSION_EXPIRED)
+    ]
+    assert list(h.group().members) == [a.member_id]
+    h.assert_replay()
+
+
+def test_after_a_takeover_silent_members_expire_in_the_order_of_their_session_timeouts():
+    h = Harness()
+    a, b, c = h.form("a", "b", "c")
+    assert code(b.join(session_timeout_ms=30_000).response) == Errors.NONE  # a follower: no rebalance
+    assert code(c.join(session_timeout_ms=20_000).response) == Errors.NONE
+    _new_leader(h)
+    taken_over = h.clock.now
+    removed: list[tuple[int, str]] = []
+    for _ in range(3):
+        eff = h.advance_to_next_deadline()
+        removed += [(h.clock.now - taken_over, x.member_id) for x in records_of(eff, r.MemberRemoved)]
+    assert removed == [(SESSION_MS, a.member_id), (20_000, c.member_id), (30_000, b.member_id)]
+
+
+def test_after_a_takeover_a_parked_member_keeps_its_place_past_its_load_time_session():
+    """A member waiting in a join phase has its session paused, the one the takeover started included."""
+    h = Harness()
+    a, b = h.form("a", "b", rebalance_timeout_ms=60_000)
+    _new_leader(h)
+    assert a.join().response is None  # the leader rejoins: a rebalance, a parked
+    for _ in range(4):
+        h.advance(4_000)
+        assert code(b.heartbeat().response) == Errors.REBALANCE_IN_PROGRESS
+    assert list(h.group().members) == [a.member_id, b.member_id]
+    assert h.group().state == PREPARING
+
+
+def test_a_takeover_keeps_no_table_of_loaded_sessions_once_every_member_has_its_own():
+    h = Harness()
+    a, b = h.form("a", "b")
+    _new_leader(h)
+    assert h.core.runtime.loaded_sessions == {
+        "g": {a.member_id: h.clock.now + SESSION_MS, b.member_id: h.clock.now + SESSION_MS}
+    }
+    h.advance(1_000)
+    a.heartbeat()
+    b.heartbeat()
+    assert h.core.runtime.loaded_sessions == {"g": {}}
+    h.advance(SESSION_MS - 1_000)
+    assert h.core.runtime.loaded_sessions == {}
+    assert list(h.group().members) == [a.member_id, b.member_id]
