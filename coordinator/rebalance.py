@@ -95,9 +95,7 @@ class Rebalance:
 
     def arm_session(self, gid: str, member_id: str, session_timeout_ms: int) -> None:
         """The member's own session timer, which replaces the one `load()` started for it, if any."""
-        loaded = self.rt.loaded_sessions.get(gid)
-        if loaded is not None:
-            loaded.pop(member_id, None)
+        self._leave_loaded(gid, member_id)
         self.rt.timers.arm(
             SessionTimeout(gid, member_id),
             self.rt.mono() + session_timeout_ms,
@@ -107,6 +105,10 @@ class Rebalance:
     def _end_session(self, gid: str, member_id: str) -> None:
         """No session for the member: it is parked (its session paused) or gone."""
         self.rt.timers.cancel(SessionTimeout(gid, member_id))
+        self._leave_loaded(gid, member_id)
+
+    def _leave_loaded(self, gid: str, member_id: str) -> None:
+        """Takes the member out of the sessions `load()` started; the group's timer skips it from then on."""
         loaded = self.rt.loaded_sessions.get(gid)
         if loaded is not None:
             loaded.pop(member_id, None)
