@@ -138,10 +138,14 @@ class Load:
         self._stop = asyncio.Event()
 
     async def heartbeat(self) -> None:
+        """Asks the live nodes in turn for the coordinator, as a client with a bootstrap list does: asking only the
+        first, a restart of it that took longer than the session (6 s on a loaded machine) expired the member."""
         beat = pb.HeartbeatRequest(group_id=self.group, generation_id=1, member_id=self.member.member_id)
+        turn = 0
         while not self._stop.is_set():
+            live = self.cluster.live()
             try:
-                coordinator = await _coordinator(self.cluster, self.group, self.cluster.live()[0])
+                coordinator = await _coordinator(self.cluster, self.group, live[turn % len(live)])
                 if coordinator:
                     code = (await _rpc(coordinator, "Heartbeat", beat)).error_code
                     if code == Errors.NONE:
@@ -149,7 +153,9 @@ class Load:
                     elif code not in (Errors.COORDINATOR_LOAD_IN_PROGRESS, Errors.COORDINATOR_NOT_AVAILABLE):
                         self.heartbeat_errors.append(code)
             except grpc.aio.AioRpcError:
-                pass  # a node that is being stopped
+                turn += 1  # a node that is being stopped or started: the next one is asked at once
+                await asyncio.sleep(0.1)
+                continue
             await asyncio.sleep(0.5)
 
     async def commits(self, groups: list[str]) -> None:
