@@ -182,8 +182,9 @@ def _leader_views(state: ClusterState) -> str:
 def _wait_balanced(state: ClusterState, procs: Procs, deadline: float) -> bool:
     """Whether each partition came to be led by its preferred node (node/balance.py) in time.
 
-    Nodes hand partitions to their preferred leaders a few seconds after start; waiting for that means the
-    coordinators a client finds right after `up` stay put.
+    The preferred nodes stand first at start (raft/patch_pre_vote.py, the rank), and a partition elected elsewhere
+    (its preferred node started late) is handed over a few seconds later; waiting for that means the coordinators
+    a client finds right after `up` stay put.
     """
     want = {k: preferred_leader(k, list(state.peers())).node_id for k in range(state.partitions)}
     while time.monotonic() < deadline and launcher.first_exited(procs) is None:

@@ -27,6 +27,13 @@ def preferred_leader(partition: int, peers: Sequence[Peer]) -> Peer:
     return ordered[partition % len(ordered)]
 
 
+def preference_rank(partition: int, peers: Sequence[Peer], node_id: int) -> int:
+    """Where `node_id` stands in the partition's rotation from its preferred leader (0) on: the order in which the
+    voters' first election timers run out (raft/patch_pre_vote.py), so the preferred node is elected at start."""
+    ordered = sorted(p.node_id for p in peers)
+    return (ordered.index(node_id) - partition) % len(ordered)
+
+
 class LeaderBalancer:
     def __init__(self, node_id: int, members: Callable[[int], Sequence[Peer]], hosts: Sequence[PartitionHost]) -> None:
         self._node_id = node_id

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 from groupcoord.base.errors import StartupError, UserError
 from groupcoord.base.logfields import fields
 from groupcoord.coordinator import GroupConfig, GroupCoordinator
-from groupcoord.node.balance import LeaderBalancer
+from groupcoord.node.balance import LeaderBalancer, preference_rank
 from groupcoord.node.clock import ClusterClock, SystemClock
 from groupcoord.node.events import EventFiles, PartitionEvents
 from groupcoord.node.grouplog import GroupLog
@@ -230,6 +230,7 @@ class NodeCluster:
             incarnation=self.incarnation,
             liveness=self.liveness,
             node_of=self._node_of,
+            first_election_rank=preference_rank(k, self.peers, node_id),
         )
 
     def _node_of(self, raft_address: str | None) -> int | None:

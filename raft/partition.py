@@ -86,6 +86,7 @@ class PartitionReplica(SyncObj):  # type: ignore[misc]  # pysyncobj's SyncObj, p
         incarnation: str | None = None,
         liveness: NodeLiveness | None = None,
         node_of: Callable[[Any], int | None] | None = None,
+        first_election_rank: int = 0,
     ) -> None:
         # Set before SyncObj starts: the journal replays through apply_entry.
         self.on_events = on_events
@@ -135,6 +136,8 @@ class PartitionReplica(SyncObj):  # type: ignore[misc]  # pysyncobj's SyncObj, p
         conf.preVote = settings.pre_vote
         conf.preVoteWindow = settings.pre_vote_window_s
         conf.bootstrap = settings.bootstrap
+        # How many windows more its first election timer waits: 0 on the partition's preferred leader.
+        conf.firstElectionRank = first_election_rank
         # Online membership (`add_member` / `remove_member`): pysyncobj's single-server changes through the log.
         conf.dynamicMembershipChange = True
         self.quiescence: Quiescence | None = None

@@ -26,6 +26,16 @@ unpatched code).
   `initial_cluster_state` new: an empty replica of an existing one waits for a leader), and the moment one knows, its
   timer runs one to two windows again (`pre_vote_first_election_bootstrap`), so the nodes' staggered starts cost
   no election timeouts.
+* `pre_vote_first_election_rank`: Kafka's preferred leader at start. The node/balance.py rotation ranks a
+  partition's voters from its preferred leader (rank 0) on (`conf.firstElectionRank`), and each first timer waits
+  that many whole windows more: the preferred node stands first, so a new or restarted cluster's leaders start
+  where the leader balancer wants them, with no transfer (each of which costs a new leader's load, and its
+  clients a retry). A preferred node that is down costs the next one a window more.
+* `pre_vote_refusal_fresh*`: a replica that finds its new cluster before a peer does (that peer's link to a third
+  comes up later: pysyncobj connects from the higher address only, and retries each second) stands, and the peer,
+  still untrusted, refuses. The refusal says so (`voter_fresh`), and the partition's preferred node stands again
+  after one to two windows instead of a whole election timeout, so it still stands first once all know; any
+  other waits the election timeout, out of the preferred node's way.
 * `pre_vote_refusal_*`: etcd's rule for pre-vote. A refusal carries the voter's term, and a pre-candidate whose
   term is lower takes it. Without it, a node whose log is ahead but whose term is behind could never win (its
   pre-vote at term+1 is refused by nodes with higher terms) while refusing theirs (its log is ahead): no leader.
@@ -206,6 +216,16 @@ PRE_VOTE_HUNKS: tuple[Hunk, ...] = (
 """,
     ),
     Hunk(
+        "pre_vote_first_election_rank",
+        """    def __firstElectionDeadline(self):
+        return monotonicTime() + self.__preVoteWindow * (1 + random.random())
+""",
+        """    def __firstElectionDeadline(self):
+        rank = getattr(self.__conf, 'firstElectionRank', 0)
+        return monotonicTime() + self.__preVoteWindow * (1 + rank + random.random())
+""",
+    ),
+    Hunk(
         "pre_vote_first_election_bootstrap",
         """holds nothing: a new cluster')
 """,
@@ -247,5 +267,22 @@ PRE_VOTE_HUNKS: tuple[Hunk, ...] = (
 
         if message['type'] == 'pre_vote_response':
 """,
+    ),
+    Hunk(
+        "pre_vote_refusal_fresh",
+        "                                         'voter_term': self.__raftCurrentTerm})",
+        "                                         'voter_term': self.__raftCurrentTerm,\n"
+        "                                         'voter_fresh': getattr(self.__raftLog, 'fresh', False)})",
+    ),
+    Hunk(
+        "pre_vote_refusal_fresh_retry",
+        """        if message['type'] == 'pre_vote_response':
+            if message['granted'] and""",
+        """        if message['type'] == 'pre_vote_response':
+            if not message['granted'] and message.get('voter_fresh') and \\
+                    getattr(self.__conf, 'firstElectionRank', 0) == 0 and \\
+                    message['term'] == self.__preVoteTerm == self.__raftCurrentTerm + 1:
+                self.__raftElectionDeadline = min(self.__raftElectionDeadline, self.__firstElectionDeadline())
+            if message['granted'] and""",
     ),
 )

@@ -49,11 +49,12 @@ class Cluster:
         now = size if started is None else started
         self.replicas: list[PartitionReplica | None] = [self.start(i) if i < now else None for i in range(size)]
 
-    def start(self, i: int) -> PartitionReplica:
+    def start(self, i: int, first_election_rank: int = 0) -> PartitionReplica:
         peers = [a for a in self.addresses if a != self.addresses[i]]
         return PartitionReplica(
-            0, i + 1, self.addresses[i], peers, self.secrets[i], str(self.tmp / f"n{i}-p0"), self.settings
-        )
+            0, i + 1, self.addresses[i], peers, self.secrets[i], str(self.tmp / f"n{i}-p0"), self.settings,
+            first_election_rank=first_election_rank,
+        )  # fmt: skip
 
     def stop(self, i: int) -> None:
         replica = self.replicas[i]

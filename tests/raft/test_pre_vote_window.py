@@ -17,7 +17,7 @@ from groupcoord.raft.settings import RaftSettings
 from tests.raft.test_leader_lost import HEARTBEAT_S, SLOW_ELECTIONS, new_leader_after_leader_stops
 from tests.raft.test_partition import Cluster as PartitionCluster
 from tests.raft.test_quiescence import QUIET_AFTER_S, QuietCluster, _wait, kill_quiet_leader
-from tests.raft.test_raft_rules import PATCHED, Cluster, module_without
+from tests.raft.test_raft_rules import PATCHED, Cluster, conf, free_port, module_without, replica_class, wait
 
 pytestmark = pytest.mark.timing
 
@@ -65,6 +65,41 @@ def test_a_new_cluster_whose_replicas_start_apart_elects_a_window_after_they_fin
     finally:
         cluster.close()
     assert elapsed < 2.0, elapsed
+
+
+@pytest.mark.parametrize("preferred", [0, 1, 2])
+def test_a_restarted_cluster_elects_the_preferred_replica_first(preferred: int, tmp_path: Path):
+    """Each replica's first timer waits its rank's windows more (node/balance.py's rotation, rank 0 the preferred
+    leader), so the preferred one stands first and wins, whichever it is; without the rank every replica's timer
+    runs the same one to two windows and any may win (checked: the leader was another replica in most runs)."""
+    addresses = [f"127.0.0.1:{free_port()}" for _ in range(3)]
+    replica = replica_class(PATCHED)
+    replicas = [
+        replica(a, [b for b in addresses if b != a], conf(tmp_path, f"n{i}", **SLOW_ELECTIONS, preVoteWindow=WINDOW_S,
+                                                          firstElectionRank=(i - preferred) % 3))
+        for i, a in enumerate(addresses)
+    ]  # fmt: skip
+    try:
+        wait(lambda: any(r._isLeader() for r in replicas))
+        leaders = [i for i, r in enumerate(replicas) if r._isLeader()]
+    finally:
+        for r in replicas:
+            r.destroy_synchronous()
+    assert leaders == [preferred], leaders
+
+
+def test_a_new_cluster_of_partition_replicas_elects_the_preferred_one_after_finding_it_is_new(tmp_path: Path):
+    """The same through `PartitionReplica(first_election_rank=...)` and our journal: the replicas first find out that
+    every one holds nothing, then the rank-0 one stands a window before the others."""
+    cluster = PartitionCluster(tmp_path, settings=SLOW, started=0)
+    ranks = {0: 2, 1: 0, 2: 1}
+    try:
+        for i, rank in ranks.items():
+            cluster.replicas[i] = cluster.start(i, first_election_rank=rank)
+        leader = cluster.leader()
+    finally:
+        cluster.close()
+    assert leader.node_id == 2, leader.node_id
 
 
 def test_a_leader_whose_connections_close_is_replaced_after_the_window_not_the_election_timeout(tmp_path: Path):

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 from pysyncobj import SyncObjConf
+from pysyncobj.monotonic import monotonic as raft_clock
 from pysyncobj.node import TCPNode
 
 from groupcoord.node import launcher
@@ -57,7 +58,7 @@ def free_port() -> int:
 
 
 # The settings our patch reads from SyncObjConf (unknown to pysyncobj), with their defaults here.
-OUR_CONF: dict[str, Any] = {"preVote": True, "bootstrap": True, "preVoteWindow": None}
+OUR_CONF: dict[str, Any] = {"preVote": True, "bootstrap": True, "preVoteWindow": None, "firstElectionRank": 0}
 
 
 def conf(directory: Path, name: str, **overrides: Any) -> SyncObjConf:
@@ -423,7 +424,35 @@ def test_a_pre_vote_refused_for_a_stale_term_brings_the_pre_candidate_to_the_vot
     assert asked == [6, 6]
     if module is PATCHED:
         assert term == 9
-        assert answer == {"type": "pre_vote_response", "term": 3, "granted": False, "voter_term": 9}
+        refused = {"type": "pre_vote_response", "term": 3, "granted": False, "voter_term": 9, "voter_fresh": False}
+        assert answer == refused
     else:
         assert term == 5  # the refusal said nothing it could act on
         assert answer == {"type": "pre_vote_response", "term": 3, "granted": False}
+
+
+@pytest.mark.parametrize(
+    ("module", "rank"),
+    [(PATCHED, 0), (PATCHED, 1), (WITHOUT_REFUSAL_TERM, 0)],
+    ids=["preferred", "another-node", "unpatched"],
+)
+def test_a_pre_vote_refused_by_a_fresh_voter_is_tried_again_within_windows_by_the_preferred_node_only(
+    module: types.ModuleType, rank: int, tmp_path: Path
+):
+    """A voter still finding out that its cluster is new refuses (it is untrusted) and says so; the partition's
+    preferred node (rank 0) stands again after its first election timer (0.1-0.2 s here), not a whole election
+    timeout; any other node keeps its timer, so that the preferred one stands first."""
+    node = Follower(module, tmp_path)
+    node.sync._SyncObj__conf.firstElectionRank = rank
+    try:
+        node.sync._SyncObj__startPreVote()
+        node.sync._SyncObj__raftElectionDeadline = raft_clock() + 10
+        refusal = {"type": "pre_vote_response", "term": 1, "granted": False, "voter_term": 0, "voter_fresh": True}
+        node.sync._SyncObj__onMessageReceived(TCPNode(node.leader), refusal)
+        left_s = node.sync._SyncObj__raftElectionDeadline - raft_clock()  # CLOCK_MONOTONIC_RAW, pysyncobj's
+    finally:
+        node.close()
+    if module is PATCHED and rank == 0:
+        assert 0 < left_s <= 0.2, left_s  # the window is half of raftMinTimeout here: 0.1 s
+    else:
+        assert left_s > 9, left_s
