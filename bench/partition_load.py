@@ -1,8 +1,9 @@
 """What a partition's size costs the threads that must keep Raft's heartbeats going: a new leader's copy of the
-committed state and its load, the state check's hash (`digest` entries), a compaction's snapshot and a full
-collection of the heap.
+committed state and its load, the state check's hash (`digest` entries), a compaction's snapshot, a node's
+partitions compacting together (how long another thread then waits to run, with and without the node's compaction
+gate, raft/patch_compaction.py) and a full collection of the heap.
 
-    .venv/bin/python bench/partition_load.py [--groups 6250] [--members 5] [--runs 5]
+    .venv/bin/python bench/partition_load.py [--groups 6250] [--members 5] [--runs 5] [--partitions 16]
 
 6,250 groups is one partition's share of 100,000 groups over 16 partitions. Each figure is the best of `--runs`
 (the machine's noise only ever adds). Prints figures; nothing is asserted (docs/PERFORMANCE.md records the runs).
@@ -14,6 +15,7 @@ import argparse
 import gc
 import os
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 
@@ -22,6 +24,7 @@ import msgpack
 from groupcoord.coordinator import GroupConfig, GroupCoordinator, GroupStore
 from groupcoord.protocol import records as r
 from groupcoord.raft.digest import state_digest
+from groupcoord.raft.settings import RaftSettings
 from groupcoord.raft.snapshot import write_snapshot_file
 
 PROTOCOLS = (("range", b"\x83\xa7version\x01\xa6topics\x81\xa6orders\x0c\xa5owned\x80"),)
@@ -72,11 +75,52 @@ def _load_ms(store: GroupStore, runs: int) -> float:
     return best * 1e3
 
 
+def _longest_wait_ms(store: GroupStore, partitions: int, gated: bool, directory: str) -> float:
+    """`partitions` tick threads write their snapshots at once, as a node's do when they reach the compaction
+    threshold together, each of a copy whose encodings are not cached (its groups changed since the last one, as
+    while groups form); returns the longest another thread (the node's event loop, a Raft tick) waited to run."""
+    stores = [store.copy() for _ in range(partitions)]
+    gate = threading.Lock()
+    tick_s = RaftSettings().tick_period_s
+    waits: list[float] = []
+    done = threading.Event()
+
+    def probe() -> None:
+        last = time.perf_counter()
+        while not done.is_set():
+            time.sleep(0.005)
+            now = time.perf_counter()
+            waits.append(now - last - 0.005)
+            last = now
+
+    def compact(k: int) -> None:
+        while gated and not gate.acquire(blocking=False):
+            time.sleep(tick_s)  # the next tick tries again
+        try:
+            body = {"version": 1, "store": stores[k].packed_snapshot()}
+            write_snapshot_file(os.path.join(directory, f"{k}.snapshot"), body, packed=("store",))
+        finally:
+            if gated:
+                gate.release()
+
+    prober = threading.Thread(target=probe)
+    prober.start()
+    threads = [threading.Thread(target=compact, args=(k,)) for k in range(partitions)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    done.set()
+    prober.join()
+    return max(waits, default=0.0) * 1e3
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--groups", type=int, default=6250)
     parser.add_argument("--members", type=int, default=5)
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--partitions", type=int, default=16, help="a node's partitions, for the compaction figures")
     args = parser.parse_args()
     store = _store(args.groups, args.members)
     runs = args.runs
@@ -101,6 +145,9 @@ def main() -> None:
             lambda: write_snapshot_file(path, {"version": 1, "store": store.packed_snapshot()}, packed=("store",)),
             runs,
         )
+        for gated, name in ((False, "all at once"), (True, "one at a time (gate)")):
+            label = f"{args.partitions} compactions {name}: longest wait"
+            figures[label] = min(_longest_wait_ms(store, args.partitions, gated, directory) for _ in range(runs))
     gc.collect()
     figures["full collection, nothing frozen"] = _best_ms(gc.collect, runs)
     gc.freeze()
@@ -108,7 +155,7 @@ def main() -> None:
     gc.unfreeze()
     print(f"{args.groups} groups x {args.members} members, best of {runs}")
     for name, ms in figures.items():
-        print(f"  {name:<48} {ms:8.1f} ms")
+        print(f"  {name:<52} {ms:8.1f} ms")
 
 
 if __name__ == "__main__":

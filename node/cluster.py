@@ -21,6 +21,7 @@ import logging
 import secrets
 import socket
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -140,6 +141,8 @@ class NodeCluster:
         self.incarnation = incarnation(root)
         self.incarnations: dict[int, str] = {node_id: self.incarnation}
         self._incarnations_seen: dict[int, set[str]] = {node_id: {self.incarnation}}
+        # Shared by this node's replicas: one writes its snapshot at a time (raft/patch_compaction.py).
+        self._compaction_gate = threading.Lock()
         # Minted by partition 0's first serving leader and learned from its log (raft/partition.py), then stored
         # in cluster.json; Raft messages carry it and those of another cluster are dropped (raft/transport.py).
         self.cluster_id = read_cluster_id(root)
@@ -231,6 +234,7 @@ class NodeCluster:
             liveness=self.liveness,
             node_of=self._node_of,
             first_election_rank=preference_rank(k, self.peers, node_id),
+            compaction_gate=self._compaction_gate,
         )
 
     def _node_of(self, raft_address: str | None) -> int | None:

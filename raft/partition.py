@@ -87,6 +87,7 @@ class PartitionReplica(SyncObj):  # type: ignore[misc]  # pysyncobj's SyncObj, p
         liveness: NodeLiveness | None = None,
         node_of: Callable[[Any], int | None] | None = None,
         first_election_rank: int = 0,
+        compaction_gate: threading.Lock | None = None,
     ) -> None:
         # Set before SyncObj starts: the journal replays through apply_entry.
         self.on_events = on_events
@@ -138,6 +139,8 @@ class PartitionReplica(SyncObj):  # type: ignore[misc]  # pysyncobj's SyncObj, p
         conf.bootstrap = settings.bootstrap
         # How many windows more its first election timer waits: 0 on the partition's preferred leader.
         conf.firstElectionRank = first_election_rank
+        # The node's replicas write one snapshot at a time (raft/patch_compaction.py).
+        conf.compactionGate = compaction_gate
         # Online membership (`add_member` / `remove_member`): pysyncobj's single-server changes through the log.
         conf.dynamicMembershipChange = True
         self.quiescence: Quiescence | None = None

@@ -21,7 +21,8 @@ The hunks, one module per concern, applied in this order (later ones may patch w
 * raft/patch_quiescence.py: `quiet_*`, `pre_vote_quiet` (an idle partition sends no heartbeats);
 * raft/patch_messages.py: `coalesced_append_*`, `commit_rides_along` (fewer AppendEntries per write);
 * raft/patch_leader_lost.py: `leader_lost_*` (a follower whose leader's connection closes stands for election as
-  soon as a pre-vote can be granted).
+  soon as a pre-vote can be granted);
+* raft/patch_compaction.py: `compaction_gate*` (a node's replicas write one snapshot at a time).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ import types
 from pathlib import Path
 
 from groupcoord.raft.patch_catch_up import CATCH_UP_HUNKS
+from groupcoord.raft.patch_compaction import COMPACTION_HUNKS
 from groupcoord.raft.patch_durability import DURABILITY_HUNKS
 from groupcoord.raft.patch_hunk import Hunk
 from groupcoord.raft.patch_leader_lost import LEADER_LOST_HUNKS
@@ -55,6 +57,7 @@ HUNKS: tuple[Hunk, ...] = (
     *QUIESCENCE_HUNKS,
     *MESSAGES_HUNKS,
     *LEADER_LOST_HUNKS,
+    *COMPACTION_HUNKS,
 )
 
 

@@ -4,7 +4,9 @@ replicas over loopback; each hunk of raft/syncobj_patch.py that they need is als
 from __future__ import annotations
 
 import functools
+import itertools
 import os
+import pickle
 import queue
 import threading
 import time
@@ -30,6 +32,7 @@ WITHOUT_CATCH_UP = module_without("catch_up")
 WITHOUT_SNAPSHOT_FIX = module_without("snapshot_keeps_suffix")
 WITHOUT_CONFIG_FIX = module_without("config_")
 WITHOUT_CONFIG_AT_COMMIT_FIX = module_without("config_not_at_commit")
+WITHOUT_COMPACTION_GATE = module_without("compaction_gate")
 
 
 def replica_class(module: types.ModuleType) -> type:
@@ -293,6 +296,49 @@ def test_a_crash_between_snapshot_and_compaction_keeps_the_entries_after_the_sna
         assert len(applied) == 10  # the bug: the five commands after the snapshot are gone
     else:
         assert applied == [b"before-%d" % i for i in range(10)] + [b"after-%d" % i for i in range(5)]
+
+
+@pytest.mark.parametrize("module", [PATCHED, WITHOUT_COMPACTION_GATE], ids=["patched", "unpatched"])
+def test_the_replicas_of_a_node_write_one_snapshot_at_a_time(module: types.ModuleType, tmp_path: Path):
+    """Three partitions of one node, compactions forced on all at once: with the node's gate, their snapshots are
+    written one after another (each retried on a later tick), and every one of them is written."""
+    gate = threading.Lock()
+    written: list[tuple[float, float]] = []
+
+    def serializer(path: str, raft_data: Any) -> None:
+        start = time.monotonic()
+        time.sleep(0.3)  # a snapshot of thousands of groups takes as long
+        with open(path, "wb") as f:
+            pickle.dump(raft_data, f)
+        written.append((start, time.monotonic()))
+
+    def deserializer(path: str) -> Any:
+        with open(path, "rb") as f:
+            return pickle.load(f)
+
+    clusters = []
+    for k in range(3):
+        (tmp_path / f"p{k}").mkdir()
+        clusters.append(Cluster(module, tmp_path / f"p{k}", size=1))
+    try:
+        nodes = [c.start(0, serializer=serializer, deserializer=deserializer, compactionGate=gate) for c in clusters]
+        for node in nodes:
+            wait(node._isLeader)
+            for i in range(5):
+                node.put(b"%d" % i, sync=True, timeout=10)
+        for node in nodes:
+            node.forceLogCompaction()
+        wait(lambda: len(written) == 3, 10)
+    finally:
+        for c in clusters:
+            c.close()
+    spans = sorted(written)
+    overlapping = [(a, b) for a, b in itertools.pairwise(spans) if b[0] < a[1]]
+    if module is WITHOUT_COMPACTION_GATE:
+        assert overlapping  # the three ticks, 20 ms apart, all start writing
+    else:
+        assert overlapping == []
+        assert not gate.locked()
 
 
 def change_voters(leader: Any, change: str, address: str) -> None:

@@ -1,0 +1,55 @@
+"""The hunks of raft/syncobj_patch.py that keep a node's partitions from writing their snapshots all at once.
+
+pysyncobj compacts each replica's log on its own tick thread, in-line (`useFork=False`), once the log holds
+`logCompactionMinEntries` or `logCompactionMinTime` has passed. The replicas of one node start together and take the
+same load, so all of them reach the threshold within a tick of each other: at 100,000 groups (16 partitions of 6,250)
+each snapshot packs for ~350 ms while its groups change, and sixteen at once kept the node's event loop and Raft ticks
+from running for 0.35-0.9 s at a time (bench/partition_load.py; docs/PERFORMANCE.md, "The five-minute stall").
+
+* `compaction_gate`: `conf.compactionGate`, when set, is a lock the node's replicas share; a replica that finds it
+  held skips this tick's compaction (and tries again on the next), so one snapshot at a time is written per node.
+  A forced compaction (`forceLogCompaction`) stays forced until it has run.
+"""
+
+from __future__ import annotations
+
+from groupcoord.raft.patch_hunk import Hunk
+
+COMPACTION_HUNKS: tuple[Hunk, ...] = (
+    Hunk(
+        "compaction_gate",
+        """        self.__forceLogCompaction = False
+
+        lastAppliedEntries = self.__getEntries(self.__raftLastApplied - 1, 2)
+        if len(lastAppliedEntries) < 2 or lastAppliedEntries[0][1] == self.__lastSerializedEntry:
+            self.__lastSerializedTime = currTime
+            return
+""",
+        """        lastAppliedEntries = self.__getEntries(self.__raftLastApplied - 1, 2)
+        if len(lastAppliedEntries) < 2 or lastAppliedEntries[0][1] == self.__lastSerializedEntry:
+            self.__forceLogCompaction = False
+            self.__lastSerializedTime = currTime
+            return
+
+        compactionGate = getattr(self.__conf, 'compactionGate', None)
+        if compactionGate is not None and not compactionGate.acquire(False):
+            return
+        self.__forceLogCompaction = False
+""",
+    ),
+    Hunk(
+        "compaction_gate_release",
+        "        cluster = self.__otherNodes | {self.__selfNode}\n"
+        "        self.__serializer.serialize((data, lastAppliedEntries[1], lastAppliedEntries[0], cluster), "
+        "lastAppliedEntries[0][1])\n",
+        """        cluster = self.__otherNodes | {self.__selfNode}
+        try:
+            self.__serializer.serialize(
+                (data, lastAppliedEntries[1], lastAppliedEntries[0], cluster), lastAppliedEntries[0][1]
+            )
+        finally:
+            if compactionGate is not None:
+                compactionGate.release()
+""",
+    ),
+)
