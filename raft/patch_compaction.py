@@ -9,6 +9,7 @@ from running for 0.35-0.9 s at a time (bench/partition_load.py; docs/PERFORMANCE
 * `compaction_gate`: `conf.compactionGate`, when set, is a lock the node's replicas share; a replica that finds it
   held skips this tick's compaction (and tries again on the next), so one snapshot at a time is written per node.
   A forced compaction (`forceLogCompaction`) stays forced until it has run.
+* `compaction_gate_release`: the lock is released once the snapshot is written (or its writing failed).
 """
 
 from __future__ import annotations
