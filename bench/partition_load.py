@@ -38,20 +38,23 @@ class _Clock:
         return 1_000
 
 
+def form_group(store: GroupStore, g: int, members: int) -> None:
+    """Applies the records of one Stable group as the scale bench forms it: uuid-like member ids, an assignment each,
+    one committed offset."""
+    group_id = f"scale-4f3a2b-{g}"
+    ids = [f"client-{m}-{g:08d}-4b7d-4e0a-9d61-2f6b8c1e7a55" for m in range(members)]
+    for member_id in ids:
+        store.apply(r.MemberAdded(group_id, member_id, "", "c", "/127.0.0.1", 10_000, 30_000, "consumer", PROTOCOLS, 1))
+    store.apply(r.RebalanceStarted(group_id, "join", ids[0], "", 0, "", 2))
+    store.apply(r.GenerationCompleted(group_id, 1, "range", ids[0], 3))
+    store.apply(r.AssignmentsSynced(group_id, 1, {m: b"\x82\xa7version\x01" * 2 for m in ids}, 4))
+    store.apply(r.OffsetsCommitted(group_id, ids[0], 1, (("orders", g % 12, 42, -1, ""),), 5))
+
+
 def _store(groups: int, members: int) -> GroupStore:
-    """Stable groups as the scale bench forms them: uuid-like member ids, an assignment each, one committed offset."""
     store = GroupStore()
     for g in range(groups):
-        group_id = f"scale-4f3a2b-{g}"
-        ids = [f"client-{m}-{g:08d}-4b7d-4e0a-9d61-2f6b8c1e7a55" for m in range(members)]
-        for member_id in ids:
-            store.apply(
-                r.MemberAdded(group_id, member_id, "", "c", "/127.0.0.1", 10_000, 30_000, "consumer", PROTOCOLS, 1)
-            )
-        store.apply(r.RebalanceStarted(group_id, "join", ids[0], "", 0, "", 2))
-        store.apply(r.GenerationCompleted(group_id, 1, "range", ids[0], 3))
-        store.apply(r.AssignmentsSynced(group_id, 1, {m: b"\x82\xa7version\x01" * 2 for m in ids}, 4))
-        store.apply(r.OffsetsCommitted(group_id, ids[0], 1, (("orders", g % 12, 42, -1, ""),), 5))
+        form_group(store, g, members)
     return store
 
 

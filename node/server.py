@@ -43,11 +43,13 @@ HAND_OVER_MAX_S = 3.0
 # At start, the gRPC server starts once every Raft port is bound (a voter adds a node only once they all answer),
 # or after this long with a warning: a port another process holds is retried every second, as before.
 RAFT_BIND_WAIT_S = 10.0
-# The collector's young-generation threshold (CPython's default is 700). A node's requests leave little cyclic
-# garbage (grpcio's method lookup, five objects a call), but each young collection moves the requests then in
-# flight to an older generation, and enough of those bring on a full collection of the whole group state: 50 ms
-# of CPU at 10,000 members (docs/PERFORMANCE.md).
-GC_YOUNG_THRESHOLD = 10_000
+# The collector's thresholds (CPython's default is 700, 10, 10). Every full collection freezes what survives it
+# (`_freeze_survivors`), so what a collection walks is what the node made since the last one: small thresholds keep
+# each pause short while 100,000 groups form (the longest 18-20 ms of CPU against 180-227 ms at 10,000, 10, 10), and
+# a young collection is still rare under a steady load whose garbage goes by reference counting. Freezing that often
+# keeps no request's garbage for good (bench/collector.py `leak`, run by tests/bench/test_bench.py; docs/PERFORMANCE.md,
+# "The collector's pauses while 100,000 groups form").
+GC_THRESHOLDS = (5_000, 3, 3)
 HEALTH_SERVICE_NAME = health_pb2.DESCRIPTOR.services_by_name["Health"].full_name
 # Kubernetes' native gRPC probes ask these (deploy/k8s): liveness is SERVING from start to stop; readiness is this
 # node's own (NodeCluster.watch_serving), where "" and the service's name are the whole cluster's (every
@@ -314,11 +316,11 @@ async def _main(settings: NodeSettings) -> int:
 
 
 def settle_collector() -> None:
-    """Takes what importing made (some 30,000 functions, classes and modules) out of every later collection, collects
-    the young generation less often, and freezes what survives each full collection (`_freeze_survivors`)."""
+    """Takes what importing made (some 30,000 functions, classes and modules) out of every later collection, sets the
+    thresholds (`GC_THRESHOLDS`), and freezes what survives each full collection (`_freeze_survivors`)."""
     gc.collect()
     gc.freeze()
-    gc.set_threshold(GC_YOUNG_THRESHOLD, *gc.get_threshold()[1:])
+    gc.set_threshold(*GC_THRESHOLDS)
     if _freeze_survivors not in gc.callbacks:
         gc.callbacks.append(_freeze_survivors)
 

@@ -1,4 +1,4 @@
-"""The node's collector settings: import-time objects frozen, young collections rarer, cycles still collected."""
+"""The node's collector settings: import-time objects frozen, its own thresholds, cycles still collected."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import gc
 import weakref
 
 from groupcoord.coordinator import GroupCoordinator
-from groupcoord.node.server import GC_YOUNG_THRESHOLD, _freeze_survivors, settle_collector
+from groupcoord.node.server import GC_THRESHOLDS, _freeze_survivors, settle_collector
 from tests.support import SeqIds
 from tests.unit.harness import Harness
 
@@ -20,7 +20,7 @@ def test_settling_freezes_what_exists_and_still_collects_later_cycles():
     threshold = gc.get_threshold()
     try:
         settle_collector()
-        assert gc.get_threshold() == (GC_YOUNG_THRESHOLD, *threshold[1:])
+        assert gc.get_threshold() == GC_THRESHOLDS
         assert gc.get_freeze_count() > 1000, "the imported modules' functions and classes are frozen"
         assert gc.isenabled()
         a, b = _Node(), _Node()
