@@ -23,7 +23,7 @@ import socket
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -65,6 +65,15 @@ STEADY_POLL_INTERVAL_S = 0.5
 HAND_OVER_RETRY_S = 0.1
 # How often a starting node looks whether its Raft ports are bound, before its gRPC server starts.
 RAFT_BIND_POLL_S = 0.01
+
+
+def compaction_phase(partition: int, partitions: int, peers: Sequence[Peer], node_id: int) -> float:
+    """Where in each log-compaction round this replica takes its time-triggered snapshot (raft/patch_compaction.py):
+    every replica of the cluster has its own slot, a node's own replicas a round/`partitions` apart, so that no node
+    writes its snapshots back to back and no two nodes write theirs at once."""
+    ordered = sorted(p.node_id for p in peers)
+    slot = partition * len(ordered) + ordered.index(node_id)
+    return slot / (partitions * len(ordered))
 
 
 def _free_ports(host: str, count: int) -> int:
@@ -235,6 +244,7 @@ class NodeCluster:
             node_of=self._node_of,
             first_election_rank=preference_rank(k, self.peers, node_id),
             compaction_gate=self._compaction_gate,
+            compaction_phase=compaction_phase(k, self.partitions, self.peers, node_id),
         )
 
     def _node_of(self, raft_address: str | None) -> int | None:

@@ -88,6 +88,7 @@ class PartitionReplica(SyncObj):  # type: ignore[misc]  # pysyncobj's SyncObj, p
         node_of: Callable[[Any], int | None] | None = None,
         first_election_rank: int = 0,
         compaction_gate: threading.Lock | None = None,
+        compaction_phase: float = 0.0,
     ) -> None:
         # Set before SyncObj starts: the journal replays through apply_entry.
         self.on_events = on_events
@@ -141,6 +142,8 @@ class PartitionReplica(SyncObj):  # type: ignore[misc]  # pysyncobj's SyncObj, p
         conf.firstElectionRank = first_election_rank
         # The node's replicas write one snapshot at a time (raft/patch_compaction.py).
         conf.compactionGate = compaction_gate
+        # ... and each takes its timed snapshots at its own slot of the round, not back to back (the same module).
+        conf.compactionPhase = compaction_phase
         # Online membership (`add_member` / `remove_member`): pysyncobj's single-server changes through the log.
         conf.dynamicMembershipChange = True
         self.quiescence: Quiescence | None = None

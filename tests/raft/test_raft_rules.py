@@ -60,6 +60,7 @@ def free_port() -> int:
 # The settings our patch reads from SyncObjConf (unknown to pysyncobj), with their defaults here.
 OUR_CONF: dict[str, Any] = {
     "preVote": True, "bootstrap": True, "preVoteWindow": None, "firstElectionRank": 0, "compactionGate": None,
+    "compactionPhase": None,
 }  # fmt: skip
 
 

@@ -33,6 +33,7 @@ WITHOUT_SNAPSHOT_FIX = module_without("snapshot_keeps_suffix")
 WITHOUT_CONFIG_FIX = module_without("config_")
 WITHOUT_CONFIG_AT_COMMIT_FIX = module_without("config_not_at_commit")
 WITHOUT_COMPACTION_GATE = module_without("compaction_gate")
+WITHOUT_COMPACTION_PHASE = module_without("compaction_phase")
 
 
 def replica_class(module: types.ModuleType) -> type:
@@ -298,6 +299,21 @@ def test_a_crash_between_snapshot_and_compaction_keeps_the_entries_after_the_sna
         assert applied == [b"before-%d" % i for i in range(10)] + [b"after-%d" % i for i in range(5)]
 
 
+def read_pickle(path: str) -> Any:
+    """A snapshot as the tests' serializers write it."""
+    with open(path, "rb") as f:
+        return pickle.load(f)
+
+
+def one_replica_clusters(module: types.ModuleType, directory: Path, count: int) -> list[Cluster]:
+    """`count` single-replica clusters side by side, as a node's partitions are."""
+    clusters = []
+    for k in range(count):
+        (directory / f"p{k}").mkdir()
+        clusters.append(Cluster(module, directory / f"p{k}", size=1))
+    return clusters
+
+
 @pytest.mark.parametrize("module", [PATCHED, WITHOUT_COMPACTION_GATE], ids=["patched", "unpatched"])
 def test_the_replicas_of_a_node_write_one_snapshot_at_a_time(module: types.ModuleType, tmp_path: Path):
     """Three partitions of one node, compactions forced on all at once: with the node's gate, their snapshots are
@@ -312,16 +328,9 @@ def test_the_replicas_of_a_node_write_one_snapshot_at_a_time(module: types.Modul
             pickle.dump(raft_data, f)
         written.append((start, time.monotonic()))
 
-    def deserializer(path: str) -> Any:
-        with open(path, "rb") as f:
-            return pickle.load(f)
-
-    clusters = []
-    for k in range(3):
-        (tmp_path / f"p{k}").mkdir()
-        clusters.append(Cluster(module, tmp_path / f"p{k}", size=1))
+    clusters = one_replica_clusters(module, tmp_path, 3)
     try:
-        nodes = [c.start(0, serializer=serializer, deserializer=deserializer, compactionGate=gate) for c in clusters]
+        nodes = [c.start(0, serializer=serializer, deserializer=read_pickle, compactionGate=gate) for c in clusters]
         for node in nodes:
             wait(node._isLeader)
             for i in range(5):
@@ -339,6 +348,64 @@ def test_the_replicas_of_a_node_write_one_snapshot_at_a_time(module: types.Modul
     else:
         assert overlapping == []
         assert not gate.locked()
+
+
+@pytest.mark.parametrize("module", [PATCHED, WITHOUT_COMPACTION_PHASE], ids=["patched", "unpatched"])
+def test_replicas_that_compacted_together_take_their_next_timed_snapshots_in_their_own_slots(
+    module: types.ModuleType, tmp_path: Path
+):
+    """Three replicas of a node compact at once (as a load's entry counts make them do); each has its own phase of a
+    3 s round. Their next, timed, snapshots come each at its own slot of the round, not all three one round after
+    the last."""
+    round_s = 3.0
+    phases = [0.0, 1 / 3, 2 / 3]
+    written: dict[str, list[float]] = {}
+
+    def serializer(path: str, raft_data: Any) -> None:
+        # pysyncobj writes a temporary file beside the snapshot: the directory names the replica
+        written.setdefault(os.path.dirname(path), []).append(time.monotonic())
+        with open(path, "wb") as f:
+            pickle.dump(raft_data, f)
+
+    clusters = one_replica_clusters(module, tmp_path, 3)
+    dirs = [str(c.directory) for c in clusters]
+
+    def written_since(since: float) -> list[float | None]:
+        return [next((t for t in written.get(d, []) if t >= since), None) for d in dirs]
+
+    try:
+        nodes = [
+            c.start(
+                0,
+                serializer=serializer,
+                deserializer=read_pickle,
+                logCompactionMinTime=round_s,
+                logCompactionMinEntries=1_000_000,
+                compactionPhase=phase,
+            )
+            for c, phase in zip(clusters, phases, strict=True)
+        ]
+        for node in nodes:
+            wait(node._isLeader)
+            node.put(b"before", sync=True, timeout=10)
+        forced = time.monotonic()
+        for node in nodes:
+            node.forceLogCompaction()
+        wait(lambda: None not in written_since(forced), 5)
+        time.sleep(0.1)  # the snapshots' success is taken on the replicas' next ticks
+        more = time.monotonic()
+        for node in nodes:
+            node.put(b"after", sync=True, timeout=10)
+        wait(lambda: None not in written_since(more), 2.5 * round_s)
+        timed = [t for t in written_since(more) if t is not None]
+    finally:
+        for c in clusters:
+            c.close()
+    if module is WITHOUT_COMPACTION_PHASE:
+        assert max(timed) - min(timed) < 0.5, timed  # all three one round after the forced ones
+    else:
+        past_slot = [(t - phase * round_s) % round_s for t, phase in zip(timed, phases, strict=True)]
+        assert all(late < 0.3 for late in past_slot), past_slot
 
 
 def change_voters(leader: Any, change: str, address: str) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 from pathlib import Path
 
@@ -10,6 +11,7 @@ import pytest
 
 from groupcoord.base.errors import StartupError, UserError
 from groupcoord.node.balance import preferred_leader
+from groupcoord.node.cluster import compaction_phase
 from groupcoord.node.topology import (
     Peer,
     check_partition_count,
@@ -136,3 +138,14 @@ def test_a_data_directory_keeps_its_incarnation_and_an_older_one_gets_one(tmp_pa
 def test_preferred_leaders_rotate_over_the_nodes_by_id():
     peers = [Peer(3, "c", 1, 1), Peer(1, "a", 1, 1), Peer(2, "b", 1, 1)]
     assert [preferred_leader(k, peers).node_id for k in range(5)] == [1, 2, 3, 1, 2]
+
+
+def test_every_replica_of_the_cluster_has_its_own_compaction_slot():
+    peers = [Peer(3, "c", 1, 1), Peer(1, "a", 1, 1), Peer(2, "b", 1, 1)]
+    phases = {(k, p.node_id): compaction_phase(k, 16, peers, p.node_id) for k in range(16) for p in peers}
+    ordered = sorted(phases.values())
+    assert ordered[0] == 0.0 and ordered[-1] < 1.0
+    assert all(b - a == pytest.approx(1 / 48) for a, b in itertools.pairwise(ordered))
+    # a node's own replicas a sixteenth of a round apart
+    own = sorted(phase for (_, node), phase in phases.items() if node == 2)
+    assert all(b - a == pytest.approx(1 / 16) for a, b in itertools.pairwise(own))
