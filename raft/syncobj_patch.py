@@ -5,8 +5,8 @@ SHA-256, so an upgrade fails loudly instead of patching code it was not written 
 from the result, and its relative imports resolve to the installed pysyncobj package. Everything else of
 pysyncobj (transport, serializer, config) is used as installed, except the compression of its connections
 (raft/wire.py); the journal is ours. docs/ARCHITECTURE.md lists every deviation; tests/raft/ (test_raft_rules,
-test_storage_rules, test_quiescence, test_raft_messages, test_leader_lost) has a test per hunk that fails on the code
-without it.
+test_storage_rules, test_quiescence, test_raft_messages, test_leader_lost, test_leader_fallback) has a test per hunk
+that fails on the code without it.
 
 Why hunks and not a subclass: each fix sits inside one of pysyncobj's long inline methods (`_onTick`,
 `__onMessageReceived`), so a subclass would have to re-implement them around a dozen name-mangled attributes.
@@ -22,7 +22,9 @@ The hunks, one module per concern, applied in this order (later ones may patch w
 * raft/patch_messages.py: `coalesced_append_*`, `commit_rides_along` (fewer AppendEntries per write);
 * raft/patch_leader_lost.py: `leader_lost_*` (a follower whose leader's connection closes stands for election as
   soon as a pre-vote can be granted);
-* raft/patch_compaction.py: `compaction_gate*` (a node's replicas write one snapshot at a time).
+* raft/patch_compaction.py: `compaction_gate*` (a node's replicas write one snapshot at a time), `compaction_phase`
+  (each replica's timed snapshots at a slot of its own);
+* raft/patch_fallback.py: `fallback_own_stall*` (a leader's own stall does not count against its followers).
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from pathlib import Path
 from groupcoord.raft.patch_catch_up import CATCH_UP_HUNKS
 from groupcoord.raft.patch_compaction import COMPACTION_HUNKS
 from groupcoord.raft.patch_durability import DURABILITY_HUNKS
+from groupcoord.raft.patch_fallback import FALLBACK_HUNKS
 from groupcoord.raft.patch_hunk import Hunk
 from groupcoord.raft.patch_leader_lost import LEADER_LOST_HUNKS
 from groupcoord.raft.patch_messages import MESSAGES_HUNKS
@@ -58,6 +61,7 @@ HUNKS: tuple[Hunk, ...] = (
     *MESSAGES_HUNKS,
     *LEADER_LOST_HUNKS,
     *COMPACTION_HUNKS,
+    *FALLBACK_HUNKS,
 )
 
 
