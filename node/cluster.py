@@ -348,9 +348,11 @@ class NodeCluster:
                 log.info("node.serving" if serving else "node.not_serving", extra=fields(node_id=self.node_id))
                 if self._on_serving_change is not None:
                     self._on_serving_change(serving)
+            # asyncio.timeout, not wait_for: Python 3.11's wait_for returns the event's result when it is set as
+            # the task is cancelled, dropping the cancellation, and this loop then outlived a node's shutdown.
             with contextlib.suppress(TimeoutError):
-                interval = STEADY_POLL_INTERVAL_S if ready else POLL_INTERVAL_S
-                await asyncio.wait_for(self._state_changed.wait(), interval)
+                async with asyncio.timeout(STEADY_POLL_INTERVAL_S if ready else POLL_INTERVAL_S):
+                    await self._state_changed.wait()
 
     # -- membership -------------------------------------------------------------------------------------
 
