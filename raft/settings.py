@@ -20,7 +20,8 @@ class RaftSettings:
     append_entries_period_s: float = 0.05
     # Send each command at once instead of waiting for the next period.
     append_entries_use_batch: bool = False
-    # A leader that has not heard from a quorum for this long steps down (default 30 s).
+    # A leader that has not heard from a quorum for this long steps down (default 30 s); time its own tick thread
+    # was held up does not count (raft/patch_fallback.py).
     leader_fallback_timeout_s: float = 1.0
     # Idle connections are not dropped before a send (pysyncobj >= 0.3.12 drops them and with it the
     # first RequestVote after a leader crash); reconnects are attempted every second.
