@@ -5,7 +5,7 @@ measured on the wall clock between its ticks. When the leader's own tick thread 
 another replica's snapshot on the same disk, a long wait for the GIL), it sends nothing meanwhile, so nothing comes
 back, and at its next tick it finds its followers silent and steps down, although they heard from it until it
 stalled and none of them has stood for election. It then stands again and, in the 100,000-group runs, was
-re-elected at once: the partition was unavailable for its reload (2-3 s) for nothing. etcd counts the check-quorum
+re-elected at once: the partition was unavailable for its reload (1-3 s) for nothing. etcd counts the check-quorum
 interval in its own ticks, so time its leader does not run does not count against the followers; so does this.
 
 * `fallback_own_stall_init`, `fallback_own_stall_poll`: each tick notes the latest time its poll may return.
