@@ -1,7 +1,7 @@
 """What a partition's size costs the threads that must keep Raft's heartbeats going: a new leader's copy of the
-committed state and its load, the state check's hash (`digest` entries), a compaction's snapshot, a node's
-partitions compacting together (how long another thread then waits to run, with and without the node's compaction
-gate, raft/patch_compaction.py) and a full collection of the heap.
+committed state and its load, a ListGroups' hold of the committed state, the state check's hash (`digest`
+entries), a compaction's snapshot, a node's partitions compacting together (how long another thread then waits to
+run, with and without the node's compaction gate, raft/patch_compaction.py) and a full collection of the heap.
 
     .venv/bin/python bench/partition_load.py [--groups 6250] [--members 5] [--runs 5] [--partitions 16]
 
@@ -22,6 +22,7 @@ from collections.abc import Callable
 import msgpack
 
 from groupcoord.coordinator import GroupConfig, GroupCoordinator, GroupStore
+from groupcoord.coordinator.admin import group_rows, list_groups
 from groupcoord.protocol import records as r
 from groupcoord.raft.digest import state_digest
 from groupcoord.raft.settings import RaftSettings
@@ -140,6 +141,8 @@ def main() -> None:
         "state check's hash: packed_snapshot(), cached": _best_ms(
             lambda: state_digest(store.packed_snapshot(), 7), runs
         ),
+        "ListGroups: the partition's reply built": _best_ms(lambda: list_groups([store], ()), runs),
+        "ListGroups: its rows copied (what holds the lock)": _best_ms(lambda: group_rows(store, set()), runs),
     }
     with tempfile.TemporaryDirectory(prefix="partition-load-") as directory:
         path = os.path.join(directory, "partition.snapshot")

@@ -94,16 +94,37 @@ def _describe(group: Group) -> pb.DescribeGroupsResponse.Group:
     return out
 
 
-def list_groups(stores: Iterable[GroupStore], states_filter: Iterable[str]) -> pb.ListGroupsResponse:
-    """ListGroups over the given stores (a node lists every partition's committed groups)."""
+GroupRow = tuple[str, str, str]
+"""What ListGroups shows of one group: its id, protocol type and state."""
+
+
+def listed_states(states_filter: Iterable[str]) -> set[GroupState] | pb.ListGroupsResponse:
+    """The states a ListGroups asks for (empty: all), or the INVALID_REQUEST response naming one it does not know."""
     wanted: set[GroupState] = set()
     for name in states_filter:
         state = _STATE_NAMES.get(name.lower())
         if state is None:
             return pb.ListGroupsResponse(error_code=Errors.INVALID_REQUEST, error_message=f"unknown state {name!r}")
         wanted.add(state)
-    listed = [(gid, g) for store in stores for gid, g in store.groups.items() if not wanted or g.state in wanted]
+    return wanted
+
+
+def group_rows(store: GroupStore, wanted: set[GroupState]) -> list[GroupRow]:
+    """A copy of what ListGroups shows of a store, so that a caller sharing the store with the Raft thread (a
+    node's committed state) holds it only for the copy: a quarter of the reply's time (bench/partition_load.py)."""
+    return [(gid, g.protocol_type, g.state.value) for gid, g in store.groups.items() if not wanted or g.state in wanted]
+
+
+def add_rows(resp: pb.ListGroupsResponse, rows: Iterable[GroupRow]) -> None:
+    for group_id, protocol_type, state in rows:
+        resp.groups.add(group_id=group_id, protocol_type=protocol_type, group_state=state)
+
+
+def list_groups(stores: Iterable[GroupStore], states_filter: Iterable[str]) -> pb.ListGroupsResponse:
+    """ListGroups over the given stores, sorted by group id."""
+    wanted = listed_states(states_filter)
+    if isinstance(wanted, pb.ListGroupsResponse):
+        return wanted
     resp = pb.ListGroupsResponse(error_code=Errors.NONE)
-    for group_id, group in sorted(listed, key=lambda item: item[0]):
-        resp.groups.add(group_id=group_id, protocol_type=group.protocol_type, group_state=group.state.value)
+    add_rows(resp, sorted(row for store in stores for row in group_rows(store, wanted)))
     return resp
