@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 from pysyncobj import FAIL_REASON, SyncObjConf
+from pysyncobj.monotonic import monotonic as raft_clock
 from pysyncobj.transport import TCPTransport
 
 from groupcoord.base.logfields import FIELDS
@@ -362,8 +363,9 @@ def test_replicas_that_compacted_together_take_their_next_timed_snapshots_in_the
     written: dict[str, list[float]] = {}
 
     def serializer(path: str, raft_data: Any) -> None:
-        # pysyncobj writes a temporary file beside the snapshot: the directory names the replica
-        written.setdefault(os.path.dirname(path), []).append(time.monotonic())
+        # pysyncobj writes a temporary file beside the snapshot: the directory names the replica. The slots are on
+        # pysyncobj's clock (CLOCK_MONOTONIC_RAW), which drifts from time.monotonic's by tenths of a second an hour.
+        written.setdefault(os.path.dirname(path), []).append(raft_clock())
         with open(path, "wb") as f:
             pickle.dump(raft_data, f)
 
@@ -388,12 +390,12 @@ def test_replicas_that_compacted_together_take_their_next_timed_snapshots_in_the
         for node in nodes:
             wait(node._isLeader)
             node.put(b"before", sync=True, timeout=10)
-        forced = time.monotonic()
+        forced = raft_clock()
         for node in nodes:
             node.forceLogCompaction()
         wait(lambda: None not in written_since(forced), 5)
         time.sleep(0.1)  # the snapshots' success is taken on the replicas' next ticks
-        more = time.monotonic()
+        more = raft_clock()
         for node in nodes:
             node.put(b"after", sync=True, timeout=10)
         wait(lambda: None not in written_since(more), 2.5 * round_s)
