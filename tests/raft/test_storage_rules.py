@@ -407,7 +407,8 @@ def test_replicas_that_compacted_together_take_their_next_timed_snapshots_in_the
         assert max(timed) - min(timed) < 0.5, timed  # all three one round after the forced ones
     else:
         past_slot = [(t - phase * round_s) % round_s for t, phase in zip(timed, phases, strict=True)]
-        assert all(late < 0.3 for late in past_slot), past_slot
+        # Slots are 1 s apart: together one round after the forced ones, at most one of the three is within 0.5 s.
+        assert all(late < 0.5 for late in past_slot), past_slot
 
 
 def change_voters(leader: Any, change: str, address: str) -> None:
