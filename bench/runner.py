@@ -105,6 +105,8 @@ def run(args: argparse.Namespace) -> int:
     for index in range(args.runs):
         # flood and idle measure the nodes' defaults.
         flags = args.node_flag if args.scenario in ("flood", "idle") else [*MANY_MEMBERS_FLAGS, *args.node_flag]
+        if args.scenario == "scale":
+            flags = [*scale.NODE_FLAGS, *flags]
         load = round(os.getloadavg()[0], 2)
         try:
             result, node_flags, flags_by_mode = _run_once(args, index, flags, bootstrap, security, flags_by_mode)

@@ -29,9 +29,11 @@ CLIENT_CALLS_PER_S = 3000  # what one client process sustains, roughly, next to 
 # 2-core machine, so a fixed wait would end a big run that is only slow, not stuck.
 READY_TIMEOUT_S = 600.0
 FORM_S_PER_GROUP = 0.02
-# Members of `scale` stop heartbeating once formed: their sessions must outlast forming every group (the
-# default group_max_session_timeout_ms, 30 minutes).
-SCALE_SESSION_TIMEOUT_MS = 1_800_000
+# Members of `scale` stop heartbeating once formed: their sessions must outlast forming every group and the
+# measurements after it. The default group_max_session_timeout_ms (30 minutes) did not: 100,000 groups took 26-38
+# minutes to form on 2 cores, and the groups formed first had expired by the kill. Its nodes allow two hours.
+SCALE_SESSION_TIMEOUT_MS = 7_200_000
+NODE_FLAGS = (f"--group-max-session-timeout-ms={SCALE_SESSION_TIMEOUT_MS}",)
 DESCRIBE_BATCH = 100
 IDLE_SAMPLE_S = 3.0
 SETTLE_POLL_S = 0.5
@@ -263,7 +265,7 @@ async def _admin_list_groups(cluster: BenchCluster, times: int) -> tuple[int, li
 
 
 async def scale(cluster: BenchCluster, args: argparse.Namespace) -> dict[str, Any]:
-    """G static groups formed, members then silent (30-minute sessions): memory, admin latency, failover."""
+    """G static groups formed, members then silent (two-hour sessions): memory, admin latency, failover."""
     per_group = args.members_per_group
     names = [f"scale-{uuid.uuid4().hex[:6]}-{g}" for g in range(args.groups)]
     workers = Workers(cluster, names, args.clients, per_group, 0, SCALE_SESSION_TIMEOUT_MS)

@@ -360,6 +360,20 @@ class PartitionReplica(SyncObj):  # type: ignore[misc]  # pysyncobj's SyncObj, p
             self._stepping_aside = now
             self.transferLeadership()
 
+    def _onLeaderFallback(self, silentFor: dict[Any, float], deafFor: float) -> None:
+        """Called on the tick thread as this leader steps down for want of a quorum (raft/patch_fallback.py): the
+        log says whether the followers went silent or this leader's own thread did not listen."""
+        silent: dict[str, float] = {}
+        for node, seconds in silentFor.items():
+            node_id = self._node_of(node.address) if self._node_of is not None else None
+            silent[node.address if node_id is None else str(node_id)] = round(seconds, 3)
+        log.warning(
+            "raft.leader_fallback",
+            extra=fields(
+                partition=self.partition_id, term=self.raftCurrentTerm, silent_s=silent, deaf_s=round(deafFor, 3)
+            ),
+        )
+
     def has_lease(self) -> bool:
         """Leading, and no other replica can have become leader yet: what may be answered without a Raft round.
 

@@ -1,19 +1,23 @@
 """The hunks of raft/syncobj_patch.py that keep a leader from deposing itself for its own stall (issue 23).
 
 pysyncobj's leader steps down when no majority has answered it for `leaderFallbackTimeout` (Raft's check-quorum),
-measured on the wall clock between its ticks. When the leader's own tick thread is held up (a slow fdatasync behind
-another replica's snapshot on the same disk, a long wait for the GIL), it sends nothing meanwhile, so nothing comes
-back, and at its next tick it finds its followers silent and steps down, although they heard from it until it
-stalled and none of them has stood for election. It then stands again and, in the 100,000-group runs, was
-re-elected at once: the partition was unavailable for its reload (1-3 s) for nothing. etcd counts the check-quorum
-interval in its own ticks, so time its leader does not run does not count against the followers; so does this.
+measured on the wall clock between its ticks. A follower's answer is only read while the leader's tick thread polls
+its sockets; when the thread is held up (a slow fdatasync behind another replica's snapshot on the same disk, a long
+wait for the GIL, a tick that applies a large batch), it sends nothing and reads nothing meanwhile, and at its next
+check it finds its followers silent and steps down, although they heard from it until it stalled and none of them
+has stood for election. It then stands again and, in the 100,000-group runs, was re-elected at once: the partition
+was unavailable for its reload (1-3 s) for nothing. etcd counts the check-quorum interval in its own ticks, so time
+its leader does not run does not count against the followers; so does this.
 
-* `fallback_own_stall_init`, `fallback_own_stall_poll`: each tick notes the latest time its poll may return.
-* `fallback_own_stall`: the time by which the tick comes later than that is the thread's own stall; the followers'
-  latest answers are moved forward by it (never past now) before the check. A follower that is really gone is
-  still found silent once the leader has run for `leaderFallbackTimeout` without an answer. Nothing that Raft's
-  safety or the leader lease rests on changes: the lease counts from the send time of acknowledged AppendEntries
-  (raft/transport.py), and a newer leader deposes this one by its term as before.
+* `fallback_own_stall_init`, `fallback_own_stall_poll`: a leader adds up the time its thread spends outside its poll
+  (the work of its ticks, and a poll that returns later than it was asked to): the time it could not hear anyone.
+* `fallback_own_stall`: at each check the followers' latest answers are moved forward by that time (never past
+  now), and the sum starts again. A follower that is really gone is still found silent once the leader has listened
+  for `leaderFallbackTimeout` without an answer from it. Nothing that Raft's safety or the leader lease rests on
+  changes: the lease counts from the send time of acknowledged AppendEntries (raft/transport.py), and a newer leader
+  deposes this one by its term as before.
+* `fallback_own_stall_report*`: a leader that steps down all the same calls `_onLeaderFallback` with how long each
+  follower had been silent and how long it had itself not listened, so that a log tells a lost quorum from a stall.
 """
 
 from __future__ import annotations
@@ -24,22 +28,53 @@ FALLBACK_HUNKS: tuple[Hunk, ...] = (
     Hunk(
         "fallback_own_stall_init",
         "        self.__lastResponseTime = {}\n",
-        "        self.__lastResponseTime = {}\n        self.__pollUntil = monotonicTime()\n",
+        """        self.__lastResponseTime = {}
+        self.__heardUntil = monotonicTime()
+        self.__deafFor = 0.0
+""",
     ),
     Hunk(
         "fallback_own_stall_poll",
         "        self._poller.poll(timeToWait)\n",
-        "        self.__pollUntil = monotonicTime() + timeToWait\n        self._poller.poll(timeToWait)\n",
+        """        pollFrom = monotonicTime()
+        if self.__raftState == _RAFT_STATE.LEADER:
+            self.__deafFor += pollFrom - self.__heardUntil
+        else:
+            self.__deafFor = 0.0
+        self._poller.poll(timeToWait)
+        self.__heardUntil = min(monotonicTime(), pollFrom + timeToWait)
+""",
     ),
     Hunk(
         "fallback_own_stall",
         "            deadline = monotonicTime() - self.__conf.leaderFallbackTimeout\n",
         """            now = monotonicTime()
-            stalled = now - self.__pollUntil
-            if stalled > 0:
-                for node in self.__otherNodes:
-                    self.__lastResponseTime[node] = min(now, self.__lastResponseTime[node] + stalled)
+            deafFor = self.__deafFor + max(0.0, now - self.__heardUntil)
+            self.__deafFor, self.__heardUntil = 0.0, now
+            for node in self.__otherNodes:
+                self.__lastResponseTime[node] = min(now, self.__lastResponseTime[node] + deafFor)
             deadline = now - self.__conf.leaderFallbackTimeout
+""",
+    ),
+    Hunk(
+        "fallback_own_stall_report",
+        """            if count <= (len(self.__otherNodes) + 1) / 2:
+                self.__setState(_RAFT_STATE.FOLLOWER)
+""",
+        """            if count <= (len(self.__otherNodes) + 1) / 2:
+                self._onLeaderFallback({node: now - self.__lastResponseTime[node] for node in self.__otherNodes},
+                                       deafFor)
+                self.__setState(_RAFT_STATE.FOLLOWER)
+""",
+    ),
+    Hunk(
+        "fallback_own_stall_report_default",
+        """    def __applyLogEntries(self):
+""",
+        """    def _onLeaderFallback(self, silentFor, deafFor):
+        pass
+
+    def __applyLogEntries(self):
 """,
     ),
 )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -185,3 +186,23 @@ def test_a_replica_without_the_cluster_secret_gets_nothing(tmp_path: Path):
         assert not intruder.is_leader()
     finally:
         c.close()
+
+
+def test_a_leader_that_loses_its_quorum_logs_how_long_each_follower_was_silent(
+    cluster: Cluster, caplog: pytest.LogCaptureFixture
+):
+    """`raft.leader_fallback` (raft/patch_fallback.py): what tells a lost quorum from a leader's own stall in a log."""
+    leader = cluster.leader()
+    followers = [i for i, x in enumerate(cluster.replicas) if x is not None and x is not leader]
+    caplog.set_level(logging.WARNING, logger="groupcoord.raft.partition")
+    for i in followers:
+        cluster.stop(i)
+    _wait(lambda: not leader._isLeader())
+    reports = [x for x in caplog.records if x.message == "raft.leader_fallback"]
+    assert len(reports) == 1
+    report = reports[0].fields
+    assert report["partition"] == 0 and report["term"] == leader.term()
+    assert set(report["silent_s"]) == {cluster.addresses[i] for i in followers}
+    fallback_s = cluster.settings.leader_fallback_timeout_s
+    assert all(fallback_s <= s < fallback_s + 1.5 for s in report["silent_s"].values())
+    assert 0 <= report["deaf_s"] < 0.5
