@@ -2,6 +2,6 @@
 
 import sys
 
-from groupcoord.cli import main
+from groupcoord.console import main
 
 sys.exit(main())

@@ -1,7 +1,8 @@
 """The `groupcoord` command line: one subcommand per job (`node`, `cluster`, `groups`, `members`, `offsets`,
 `topics`, `health`, `chaos`, `events`, `analyze`, `bench`, `token`, `certs`, `completion`).
 
-Handlers import what they run lazily, so `--help` and a mistyped flag answer without loading grpc.
+Handlers import what they run lazily (the node's server, the bench, Spark); the SDK, and with it grpc, loads with the
+flags. The console script enters through groupcoord/console.py, which sets gRPC's fork support off first.
 """
 
 from __future__ import annotations
