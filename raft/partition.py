@@ -293,11 +293,12 @@ class PartitionReplica(SyncObj):  # type: ignore[misc]  # pysyncobj's SyncObj, p
         """As leader, each follower's AppendEntries round trips (raft/transport.py), by node id (by Raft address for a
         node the directory does not know)."""
         trips = self._transport.round_trips.copy()  # the tick thread adds entries
-        out: dict[str, RoundTrips] = {}
-        for address, trip in trips.items():
-            node_id = self._node_of(address) if self._node_of is not None else None
-            out[address if node_id is None else str(node_id)] = trip
-        return out
+        return {self._peer_name(address): trip for address, trip in trips.items()}
+
+    def _peer_name(self, address: str) -> str:
+        """A peer's node id, or its Raft address for a node the directory does not know."""
+        node_id = self._node_of(address) if self._node_of is not None else None
+        return address if node_id is None else str(node_id)
 
     def _emit(self, events: list[Event], prev_index: int, index: int) -> None:
         if not events:
@@ -363,10 +364,7 @@ class PartitionReplica(SyncObj):  # type: ignore[misc]  # pysyncobj's SyncObj, p
     def _onLeaderFallback(self, silentFor: dict[Any, float], deafFor: float) -> None:
         """Called on the tick thread as this leader steps down for want of a quorum (raft/patch_fallback.py): the
         log says whether the followers went silent or this leader's own thread did not listen."""
-        silent: dict[str, float] = {}
-        for node, seconds in silentFor.items():
-            node_id = self._node_of(node.address) if self._node_of is not None else None
-            silent[node.address if node_id is None else str(node_id)] = round(seconds, 3)
+        silent = {self._peer_name(node.address): round(seconds, 3) for node, seconds in silentFor.items()}
         log.warning(
             "raft.leader_fallback",
             extra=fields(

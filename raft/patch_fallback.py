@@ -14,9 +14,9 @@ its leader does not run does not count against the followers; so does this.
 * `fallback_own_stall`: at each check the followers' latest answers are moved forward by that time (never past
   now), and the sum starts again. A follower that is really gone is still found silent once the leader has listened
   for `leaderFallbackTimeout` without an answer from it (a leader that listens a tenth of the time, ten times as
-  late on the wall clock). Nothing that Raft's safety or the leader lease rests on
-  changes: the lease counts from the send time of acknowledged AppendEntries (raft/transport.py), and a newer leader
-  deposes this one by its term as before.
+  late on the wall clock). Nothing that Raft's safety or the leader lease rests on changes: the lease counts from
+  the send time of acknowledged AppendEntries (raft/transport.py), and a newer leader deposes this one by its term
+  as before.
 * `fallback_own_stall_report*`: a leader that steps down all the same calls `_onLeaderFallback` with how long each
   follower had been silent and how long it had itself not listened, so that a log tells a lost quorum from a stall.
 """
