@@ -372,8 +372,9 @@ def test_replicas_that_compacted_together_take_their_next_timed_snapshots_in_the
     clusters = one_replica_clusters(module, tmp_path, 3)
     dirs = [str(c.directory) for c in clusters]
 
-    def written_since(since: float) -> list[float | None]:
-        return [next((t for t in written.get(d, []) if t >= since), None) for d in dirs]
+    def written_since(since: list[float]) -> list[float | None]:
+        """Each replica's first snapshot since its own time."""
+        return [next((t for t in written.get(d, []) if t >= s), None) for d, s in zip(dirs, since, strict=True)]
 
     try:
         nodes = [
@@ -389,13 +390,16 @@ def test_replicas_that_compacted_together_take_their_next_timed_snapshots_in_the
         ]
         for node in nodes:
             wait(node._isLeader)
-            node.put(b"before", sync=True, timeout=10)
-        forced = raft_clock()
+        # A replica whose timed slot falls between its put and its force writes that snapshot instead (the forced
+        # one then finds nothing new to write): either is its snapshot "together" with the others.
+        together = []
         for node in nodes:
+            together.append(raft_clock())
+            node.put(b"before", sync=True, timeout=10)
             node.forceLogCompaction()
-        wait(lambda: None not in written_since(forced), 5)
+        wait(lambda: None not in written_since(together), 5)
         time.sleep(0.1)  # the snapshots' success is taken on the replicas' next ticks
-        more = raft_clock()
+        more = [raft_clock()] * len(nodes)
         for node in nodes:
             node.put(b"after", sync=True, timeout=10)
         wait(lambda: None not in written_since(more), 2.5 * round_s)
