@@ -14,6 +14,8 @@ from groupcoord.protocol.errors import Errors
 from groupcoord.protocol.v1 import groupcoord_pb2 as pb
 
 JoinReason = pb.JoinGroupRequest.JoinReason
+# protobuf's `values()` builds a new list at each call.
+JOIN_REASONS = frozenset(JoinReason.values())
 # The groups of every partition the node leads, for `max_groups_per_node`: counted only for a request that would
 # create a group (the count sums over the node's partitions).
 NodeGroups = Callable[[], int]
@@ -91,7 +93,7 @@ def join_request_error(config: GroupConfig, req: pb.JoinGroupRequest) -> tuple[E
         )
     if req.rebalance_timeout_ms < 0:
         return Errors.INVALID_REQUEST, "rebalance_timeout_ms must not be negative"
-    if req.join_reason not in JoinReason.values():
+    if req.join_reason not in JOIN_REASONS:
         return Errors.INVALID_REQUEST, f"unknown join_reason {req.join_reason}"
     longest = config.max_id_length
     if len(req.group_instance_id) > longest or len(req.client_id) > longest:
