@@ -14,7 +14,8 @@ Next to both, the same sequential and in-flight calls go to a gRPC server that o
 the floor of the node's transport, and the `floor_*` ratios floor/etcd say how much of a goal that floor leaves.
 The cluster runs its Kafka listener too, and the three workloads are measured again over Kafka's protocol (the
 `kafka` scenario's client, bench/kafka_client.py): groupcoord's users are Kafka clients as much as the SDK, and
-the `kafka_*` ratios are theirs.
+the `kafka_*` ratios are theirs; the Kafka listener's floor is measured likewise (bench/kafka_floor.py: a server
+on the listener's stack that answers every OffsetCommit with one prepared body), its ratios `kafka_floor_*`.
 It is for people comparing, not for CI: without an etcd binary it says so and runs nothing.
 """
 
@@ -33,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from groupcoord.base.errors import UserError
-from groupcoord.bench import groups, grpc_floor, kafka_bench, offsets, workloads
+from groupcoord.bench import groups, grpc_floor, kafka_bench, kafka_floor, offsets, workloads
 from groupcoord.bench.cluster import BenchCluster, CpuMeter, proc_cpu_s
 from groupcoord.bench.kafka_client import KafkaClient
 from groupcoord.node.launcher import free_base
@@ -190,14 +191,16 @@ async def etcd_vs_groupcoord(cluster: BenchCluster, args: argparse.Namespace, in
     """One run: both clusters up at once, each workload against etcd then groupcoord (the other way round on odd
     runs, so that neither always goes first)."""
     etcd = EtcdCluster(etcd_binary(args.etcd))
-    floor = grpc_floor.EchoServer()
+    floor, kafka_echo = grpc_floor.EchoServer(), kafka_floor.KafkaEchoServer()
     port = kafka_bench.listener_port(cluster)
     kafka = KafkaClient([f"{address.rsplit(':', 1)[0]}:{port}" for address in cluster.addresses.values()])
     etcd.start()
     floor.start()
+    kafka_echo.start()
     try:
         leader = await etcd.wait_ready()
         await floor.wait_ready()
+        await kafka_echo.wait_ready()
         pairs: dict[str, tuple[Callable[[], Awaitable[dict[str, Any]]], Callable[[], Awaitable[dict[str, Any]]]]] = {
             "sequential": (
                 lambda: _sequential(etcd, leader, args.ops),
@@ -232,9 +235,12 @@ async def etcd_vs_groupcoord(cluster: BenchCluster, args: argparse.Namespace, in
         result["registrations"]["groupcoord_kafka"] = {"sizes": {str(args.members): kafka_join}}
         result["sequential"]["grpc_floor"] = await grpc_floor.sequential(floor, args.ops)
         result["in_flight"]["grpc_floor"] = await grpc_floor.in_flight(floor, args.in_flight, args.duration)
+        result["sequential"]["kafka_floor"] = await kafka_floor.sequential(kafka_echo, args.ops)
+        result["in_flight"]["kafka_floor"] = await kafka_floor.in_flight(kafka_echo, args.in_flight, args.duration)
     finally:
         await kafka.close()
         floor.stop()
+        kafka_echo.stop()
         etcd.stop()
     for name in ("sequential", "in_flight"):
         for figures in result[name].values():
@@ -245,8 +251,8 @@ async def etcd_vs_groupcoord(cluster: BenchCluster, args: argparse.Namespace, in
 
 def ratios(result: dict[str, Any]) -> dict[str, float]:
     """groupcoord / etcd for each figure of the issue's goals (below 1: groupcoord is faster or cheaper, except
-    for ops/s, where above 1 is better); `kafka_*`: the same over the Kafka listener; `floor_*`: the echo server's
-    / etcd's, what no gRPC node can go below."""
+    for ops/s, where above 1 is better); `kafka_*`: the same over the Kafka listener; `floor_*`: the gRPC echo
+    server's / etcd's, what no gRPC node can go below; `kafka_floor_*`: the same for the Kafka listener's stack."""
     seq, flight, reg = result["sequential"], result["in_flight"], result["registrations"]
     size = str(reg["etcd"]["members"])
     joined, kafka_joined = reg["groupcoord"]["sizes"][size], reg["groupcoord_kafka"]["sizes"][size]
@@ -267,6 +273,9 @@ def ratios(result: dict[str, Any]) -> dict[str, float]:
         "floor_sequential_p50": seq["grpc_floor"]["latency"]["p50_ms"] / seq["etcd"]["latency"]["p50_ms"],
         "floor_in_flight_ops_per_s": flight["grpc_floor"]["ops_per_s"] / flight["etcd"]["ops_per_s"],
         "floor_cpu_per_write": flight["grpc_floor"]["cpu_us_per_write"] / flight["etcd"]["cpu_us_per_write"],
+        "kafka_floor_sequential_p50": seq["kafka_floor"]["latency"]["p50_ms"] / seq["etcd"]["latency"]["p50_ms"],
+        "kafka_floor_in_flight_ops_per_s": flight["kafka_floor"]["ops_per_s"] / flight["etcd"]["ops_per_s"],
+        "kafka_floor_cpu_per_write": flight["kafka_floor"]["cpu_us_per_write"] / flight["etcd"]["cpu_us_per_write"],
     }
     return {k: round(v, 3) for k, v in out.items()}
 

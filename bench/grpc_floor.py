@@ -61,13 +61,15 @@ async def _serve(host: str, port: int) -> None:
 class EchoServer:
     """The echo server in a process of its own on a free loopback port, so its CPU is measured as a node's is."""
 
+    MODULE = "groupcoord.bench.grpc_floor"  # run as `python -m MODULE HOST PORT`
+
     def __init__(self, host: str = "127.0.0.1") -> None:
         self.host = host
         self.port = free_base(host, 1, set())
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
-        cmd = [sys.executable, "-m", "groupcoord.bench.grpc_floor", self.host, str(self.port)]
+        cmd = [sys.executable, "-m", self.MODULE, self.host, str(self.port)]
         quiet = subprocess.DEVNULL
         self.proc = subprocess.Popen(cmd, stdin=quiet, stdout=quiet, stderr=quiet)
 

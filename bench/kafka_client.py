@@ -73,7 +73,7 @@ class KafkaError(RuntimeError):
 
 
 @cache
-def _schemas(api_key: int, version: int) -> tuple[Any, Any, Any, Any]:
+def schemas(api_key: int, version: int) -> tuple[Any, Any, Any, Any]:
     """(request schema, its header, response schema, its header) of one API version."""
     request = load_request_schema(api_key, version)
     response = load_response_schema(api_key, version)
@@ -84,7 +84,7 @@ def _schemas(api_key: int, version: int) -> tuple[Any, Any, Any, Any]:
 
 def encode_request(api_key: int, version: int, correlation_id: int, values: dict[str, Any]) -> bytes:
     """One request frame, length included; `values` as `codec.build` takes them."""
-    schema, header, _, _ = _schemas(api_key, version)
+    schema, header, _, _ = schemas(api_key, version)
     buffer = io.BytesIO()
     buffer.write(b"\0\0\0\0")
     entity_writer(header)(
@@ -101,7 +101,7 @@ def encode_request(api_key: int, version: int, correlation_id: int, values: dict
 
 def decode_response(api_key: int, version: int, frame: bytes) -> tuple[int, Any]:
     """(correlation id, kio response entity) of one response frame without its length."""
-    _, _, schema, header = _schemas(api_key, version)
+    _, _, schema, header = schemas(api_key, version)
     head, used = entity_reader(header)(frame, 0)
     body, _ = entity_reader(schema)(frame, used)
     return int(head.correlation_id), body

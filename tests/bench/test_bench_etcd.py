@@ -33,7 +33,7 @@ def test_a_tiny_reference_run_measures_both_systems_and_their_ratios() -> None:
         "etcd", "--ops", "30", "--in-flight", "8", "--duration", "1", "--groups", "4", "--members", "10", timeout=140
     )
     (run,) = result["runs"]
-    for system in ("etcd", "groupcoord", "groupcoord_stream", "groupcoord_kafka", "grpc_floor"):
+    for system in ("etcd", "groupcoord", "groupcoord_stream", "groupcoord_kafka", "grpc_floor", "kafka_floor"):
         ordered(run["sequential"][system]["latency"], 30)
         flight = run["in_flight"][system]
         assert flight["ops"] > 0 and flight["cpu_us_per_write"] > 0
@@ -47,5 +47,6 @@ def test_a_tiny_reference_run_measures_both_systems_and_their_ratios() -> None:
         "in_flight_ops_per_s_stream", "cpu_per_write_unary", "cpu_per_write_stream", "registrations_seconds",
         "kafka_sequential_p50", "kafka_sequential_p99", "kafka_in_flight_ops_per_s", "kafka_cpu_per_write",
         "kafka_registrations_seconds", "floor_sequential_p50", "floor_in_flight_ops_per_s", "floor_cpu_per_write",
+        "kafka_floor_sequential_p50", "kafka_floor_in_flight_ops_per_s", "kafka_floor_cpu_per_write",
     }  # fmt: skip
     assert all(ratio > 0 for ratio in run["ratios"].values())
