@@ -184,6 +184,16 @@ class ChaosCluster:
         if node.expect_exit:
             self.check_exits()
 
+    def dump_stacks(self) -> list[int]:
+        """Has every running node print its threads' stacks into its log (the node's SIGUSR1, docs/OPERATIONS.md)
+        and returns their ids: what a cluster that did not converge was doing. A paused node prints when resumed."""
+        dumped = []
+        for node in self.nodes.values():
+            if node.proc is not None and node.alive():
+                node.proc.send_signal(signal.SIGUSR1)
+                dumped.append(node.node_id)
+        return dumped
+
     def check_exits(self) -> None:
         """Records each node exit once, saying whether the run caused it."""
         with self._lock:

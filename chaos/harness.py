@@ -300,7 +300,7 @@ class Harness:
                                    since_fault_s=None if since is None else round(now - since, 3))  # fmt: skip
                 return
             time.sleep(CONVERGE_POLL_S)
-        self.history.write("not_converged", fault=fault, groups=last)
+        self.history.write("not_converged", fault=fault, groups=last, stacks_in_logs=cluster.dump_stacks())
 
     def _final(self, cluster: ChaosCluster, plans: list[WorkerPlan]) -> None:
         offsets: dict[str, dict[str, int] | None] = {}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import faulthandler
 import gc
 import ipaddress
 import logging
@@ -393,5 +394,9 @@ def run(settings: NodeSettings) -> int:
     """Runs a node in the foreground until SIGTERM or SIGINT; 0 after a graceful shutdown, 1 if its server died."""
     allocator = use_jemalloc() if settings.allocator == "jemalloc" else "system: allocator = system"
     logs.setup(settings.log_level, settings.log_format)
+    # A crash prints where it happened, and SIGUSR1 prints every thread's stack without stopping the node: what a
+    # stuck partition's Raft thread is doing (docs/OPERATIONS.md). Both go to stderr, a launched node's log file.
+    faulthandler.enable()
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
     log.info("node.allocator", extra=fields(allocator=allocator))
     return (uvloop.run if settings.event_loop == "uvloop" else asyncio.run)(_main(settings))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import signal
 import socket
 import time
 
@@ -66,6 +67,22 @@ def test_the_node_runs_on_uvloop_and_logs_json_lines(node):
     assert started["loop"] == "uvloop"
     assert started["level"] == "info"
     assert started["node_id"] == 1
+
+
+async def test_sigusr1_prints_every_thread_s_stack_into_the_log_and_the_node_serves_on(node, stub):
+    """What a stuck partition's Raft thread is doing, without stopping the node (docs/OPERATIONS.md)."""
+    before = len(node.log_lines())
+    node.proc.send_signal(signal.SIGUSR1)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and not any("_autoTickThread" in line for line in node.log_lines()[before:]):
+        await asyncio.sleep(0.1)
+    dump = node.log_lines()[before:]
+    assert any(line.startswith("Thread 0x") for line in dump), dump[:20]
+    assert sum("_autoTickThread" in line for line in dump) >= PARTITIONS  # each partition's Raft thread
+    assert any("Current thread" in line or "node/server.py" in line for line in dump)
+    assert node.alive()
+    found = await stub.FindCoordinator(pb.FindCoordinatorRequest(group_ids=["after-the-dump"]))
+    assert found.coordinators[0].error_code == Errors.NONE
 
 
 async def test_membership_changes_and_rebalances_are_logged_once_each(node):
