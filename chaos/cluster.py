@@ -248,6 +248,24 @@ class ChaosCluster:
             return None
         return [p.leader_node_id for p in reply.partitions]
 
+    def raft_views(self) -> dict[int, list[dict[str, object]] | None]:
+        """Each reachable node's view of every partition (DescribeCluster: leader, term, commit index, voters, and
+        where it leads, each voter's match index), None for a node that did not answer: where the nodes of a cluster
+        that did not converge disagreed."""
+        views: dict[int, list[dict[str, object]] | None] = {}
+        for node in self._reachable():
+            try:
+                reply = self._stub(node.address).DescribeCluster(pb.DescribeClusterRequest(), timeout=RPC_TIMEOUT_S)
+            except grpc.RpcError:
+                views[node.node_id] = None
+                continue
+            views[node.node_id] = [
+                {"partition": p.partition_id, "leader": p.leader_node_id, "term": p.term, "commit": p.commit_index,
+                 "voters": list(p.replica_node_ids), "match": {s.node_id: s.match_index for s in p.replica_states}}
+                for p in reply.partitions
+            ]  # fmt: skip
+        return views
+
     def healthy(self) -> bool:
         """Every node up and serving, and every node agrees each partition has a live leader."""
         if any(not n.alive() or n.paused for n in self.nodes.values()):

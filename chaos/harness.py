@@ -300,7 +300,8 @@ class Harness:
                                    since_fault_s=None if since is None else round(now - since, 3))  # fmt: skip
                 return
             time.sleep(CONVERGE_POLL_S)
-        self.history.write("not_converged", fault=fault, groups=last, stacks_in_logs=cluster.dump_stacks())
+        self.history.write("not_converged", fault=fault, groups=last, raft=cluster.raft_views(),
+                           stacks_in_logs=cluster.dump_stacks())  # fmt: skip
 
     def _final(self, cluster: ChaosCluster, plans: list[WorkerPlan]) -> None:
         offsets: dict[str, dict[str, int] | None] = {}

@@ -35,7 +35,9 @@ Harness events:
 * `quiesce`: the last fault has ended; liveness is measured from here.
 * `converged`: fault (the one it follows, or "start"), seconds (waited), since_fault_s (since it struck), groups
   ({group: generation}) when every group was Stable with exactly its live members; `not_converged`: fault,
-  groups ({group: last observation}), stacks_in_logs (the nodes told to print their threads' stacks into their logs).
+  groups ({group: last observation}), raft ({node: every partition's leader, term, commit index, voters and, where it
+  leads, match indexes, as that node sees them}), stacks_in_logs (the nodes told to print their threads' stacks into
+  their logs).
 * `final`: offsets ({group: {"topic-p": offset}}) read after every worker stopped.
 """
 

@@ -60,6 +60,28 @@ def commit_request(offset: int) -> pb.OffsetCommitRequest:
     return request
 
 
+def test_what_the_harness_records_when_groups_do_not_converge(cluster: ChaosCluster):
+    """Each node's Raft view of every partition, and every thread's stack in every node's log."""
+    deadline = time.monotonic() + 20
+    while True:  # a leadership may still move after the cluster is first healthy (the leader balancer)
+        views = cluster.raft_views()
+        leaders = {n: [(p["partition"], p["leader"], p["term"]) for p in view or []] for n, view in views.items()}
+        if set(views) == {1, 2, 3} and leaders[1] == leaders[2] == leaders[3] and len(leaders[1]) == 1:
+            break
+        assert time.monotonic() < deadline, leaders
+        time.sleep(0.2)
+    (leader,) = {p["leader"] for view in views.values() for p in view or []}
+    (as_leader,) = views[int(leader)] or []
+    assert as_leader["voters"] == [1, 2, 3] and set(as_leader["match"]) == {1, 2, 3} - {leader}, as_leader
+    assert cluster.dump_stacks() == [1, 2, 3]
+    deadline = time.monotonic() + 10
+    logs = {n: cluster.run_dir / f"node{n}" / "node.log" for n in cluster.nodes}
+    while time.monotonic() < deadline and not all("_autoTickThread" in p.read_text() for p in logs.values()):
+        time.sleep(0.1)
+    assert all("_autoTickThread" in p.read_text() for p in logs.values())
+    assert all(node.alive() for node in cluster.nodes.values())
+
+
 async def test_a_cut_off_coordinator_stops_answering_before_a_new_one_starts(cluster: ChaosCluster):
     stubs = {n: pb_grpc.GroupCoordinatorStub(grpc.aio.insecure_channel(p.address)) for n, p in cluster.nodes.items()}
     leaders = cluster.leaders(1)
