@@ -241,13 +241,12 @@ async def describe(client: KafkaClient, group_id: str) -> tuple[Any, float]:
     raise BenchError(f"DescribeGroups {group_id}: no coordinator answered in 30 s")
 
 
-async def commit_once(client: KafkaClient, m: KafkaMember, partition: int, offset: int) -> float:
-    """One acknowledged OffsetCommit v9 of one partition, retried at the new coordinator if the group moved; its
-    latency in ms (offsets._commit_once over Kafka)."""
-    values = {
-        "group_id": m.group_id,
-        "generation_id_or_member_epoch": m.generation_id,
-        "member_id": m.member_id,
+def commit_values(group_id: str, generation_id: int, member_id: str, partition: int, offset: int) -> dict[str, Any]:
+    """An OffsetCommit of one partition of the bench's topic, as `codec.build` takes it (bench/kafka_floor.py's too)."""
+    return {
+        "group_id": group_id,
+        "generation_id_or_member_epoch": generation_id,
+        "member_id": member_id,
         "group_instance_id": None,
         "topics": [
             {
@@ -263,6 +262,12 @@ async def commit_once(client: KafkaClient, m: KafkaMember, partition: int, offse
             }
         ],
     }
+
+
+async def commit_once(client: KafkaClient, m: KafkaMember, partition: int, offset: int) -> float:
+    """One acknowledged OffsetCommit v9 of one partition, retried at the new coordinator if the group moved; its
+    latency in ms (offsets._commit_once over Kafka)."""
+    values = commit_values(m.group_id, m.generation_id, m.member_id, partition, offset)
     sent = time.perf_counter()
     for _ in range(RETRIES):
         reply = await client.call(m.group_id, OFFSET_COMMIT, values)

@@ -23,7 +23,7 @@ from kio.schema.response_header.v0.header import ResponseHeader as ResponseHeade
 from kio.schema.response_header.v1.header import ResponseHeader as ResponseHeaderV1
 from kio.serial import entity_reader, entity_writer
 
-from groupcoord.bench import workloads
+from groupcoord.bench import kafka_bench, offsets, workloads
 from groupcoord.bench.grpc_floor import START_TIMEOUT_S, EchoServer
 from groupcoord.bench.kafka_client import (
     API_VERSIONS,
@@ -42,25 +42,7 @@ GROUP_ID = "bench-in-flight-0"
 
 def commit_values() -> dict[str, Any]:
     """An OffsetCommit of one partition as `kafka_bench.commit_once` sends it."""
-    return {
-        "group_id": GROUP_ID,
-        "generation_id_or_member_epoch": 1,
-        "member_id": GROUP_ID + "-" + "0" * 36,
-        "group_instance_id": None,
-        "topics": [
-            {
-                "name": "orders",
-                "partitions": [
-                    {
-                        "partition_index": 3,
-                        "committed_offset": 123_456,
-                        "committed_leader_epoch": -1,
-                        "committed_metadata": None,
-                    }
-                ],
-            }
-        ],
-    }
+    return kafka_bench.commit_values(GROUP_ID, 1, GROUP_ID + "-" + "0" * 36, 3, 123_456)
 
 
 def _body(api_key: int, values: dict[str, Any]) -> bytes:
@@ -79,7 +61,7 @@ def prepared_bodies() -> dict[int, bytes]:
         "throttle_time": 0,
     }
     partition = {"partition_index": 3, "error_code": Errors.NONE}
-    commit = {"throttle_time": 0, "topics": [{"name": "orders", "partitions": [partition]}]}
+    commit = {"throttle_time": 0, "topics": [{"name": offsets.TOPIC, "partitions": [partition]}]}
     return {API_VERSIONS: _body(API_VERSIONS, versions), OFFSET_COMMIT: _body(OFFSET_COMMIT, commit)}
 
 

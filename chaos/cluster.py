@@ -239,14 +239,18 @@ class ChaosCluster:
     def serving(self, node_id: int) -> bool:
         return launcher.health(self.nodes[node_id].address, RPC_TIMEOUT_S, service="") == "SERVING"
 
-    def leaders(self, node_id: int) -> list[int] | None:
+    def _describe_cluster(self, node_id: int) -> pb.DescribeClusterResponse | None:
         try:
-            reply = self._stub(self.nodes[node_id].address).DescribeCluster(
+            reply: pb.DescribeClusterResponse = self._stub(self.nodes[node_id].address).DescribeCluster(
                 pb.DescribeClusterRequest(), timeout=RPC_TIMEOUT_S
             )
         except grpc.RpcError:
             return None
-        return [p.leader_node_id for p in reply.partitions]
+        return reply
+
+    def leaders(self, node_id: int) -> list[int] | None:
+        reply = self._describe_cluster(node_id)
+        return None if reply is None else [p.leader_node_id for p in reply.partitions]
 
     def raft_views(self) -> dict[int, list[dict[str, object]] | None]:
         """Each reachable node's view of every partition (DescribeCluster: leader, term, commit index, voters, and
@@ -254,12 +258,8 @@ class ChaosCluster:
         that did not converge disagreed."""
         views: dict[int, list[dict[str, object]] | None] = {}
         for node in self._reachable():
-            try:
-                reply = self._stub(node.address).DescribeCluster(pb.DescribeClusterRequest(), timeout=RPC_TIMEOUT_S)
-            except grpc.RpcError:
-                views[node.node_id] = None
-                continue
-            views[node.node_id] = [
+            reply = self._describe_cluster(node.node_id)
+            views[node.node_id] = None if reply is None else [
                 {"partition": p.partition_id, "leader": p.leader_node_id, "term": p.term, "commit": p.commit_index,
                  "voters": list(p.replica_node_ids), "match": {s.node_id: s.match_index for s in p.replica_states}}
                 for p in reply.partitions
