@@ -46,6 +46,7 @@ from groupcoord.node.topology import (
     store_cluster_id,
 )
 from groupcoord.protocol import records as r
+from groupcoord.raft.driver import RaftDriver
 from groupcoord.raft.journal import JournalError
 from groupcoord.raft.partition import PartitionReplica
 from groupcoord.raft.quiescence import NodeLiveness
@@ -181,6 +182,8 @@ class NodeCluster:
                 )
             except OSError as exc:
                 raise StartupError(f"cannot bind the node heartbeat's UDP port {host}:{me.raft_port}: {exc}") from None
+        # With `raft_threads = node`, one thread ticks every replica of this node (raft/driver.py).
+        self.driver = RaftDriver() if settings.threads == "node" else None
         for k in range(partitions):
             writer = events.writer(root, k) if events is not None else None
             try:
@@ -188,6 +191,8 @@ class NodeCluster:
             except JournalError as exc:
                 for started in self.hosts:
                     started.replica.destroy()
+                if self.driver is not None:
+                    self.driver.stop()
                 if self.liveness is not None:
                     self.liveness.stop()
                 raise StartupError(str(exc)) from None
@@ -245,6 +250,7 @@ class NodeCluster:
             first_election_rank=preference_rank(k, self.peers, node_id),
             compaction_gate=self._compaction_gate,
             compaction_phase=compaction_phase(k, self.partitions, self.peers, node_id),
+            driver=self.driver,
         )
 
     def _node_of(self, raft_address: str | None) -> int | None:
@@ -462,5 +468,7 @@ class NodeCluster:
         for host in self.hosts:
             host.step_down("node stopping")
             host.replica.destroy()
+        if self.driver is not None:
+            self.driver.stop()
         if self._tmp is not None:
             self._tmp.cleanup()

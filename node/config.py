@@ -160,6 +160,7 @@ def _build(values: dict[str, int | str]) -> NodeSettings:
         initial_cluster_state=str(values["initial_cluster_state"]),
         raft_digest_interval_ms=int(values["raft_digest_interval_ms"]),
         raft_quiesce_after_ms=int(values["raft_quiesce_after_ms"]),
+        raft_threads=str(values["raft_threads"]),
         wall_clock_offset_s=int(values["wall_clock_offset_s"]),
         kafka_port=int(values["kafka_port"]),
         health_port=int(values["health_port"]),

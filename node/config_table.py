@@ -258,6 +258,14 @@ SETTINGS: tuple[Setting, ...] = (
         maximum=3_600_000,
     ),
     Setting(
+        "raft_threads",
+        "partition",
+        "`partition`: every partition's Raft replica polls and ticks on a thread of its own (pysyncobj's model); "
+        "`node`: one thread polls and ticks all of them (less CPU per write and fewer wake-ups; a slow fdatasync "
+        "or snapshot of one partition then holds up the others' ticks for as long).",
+        choices=("partition", "node"),
+    ),
+    Setting(
         "wall_clock_offset_s",
         0,
         "Seconds added to the wall clock this node reads, for fault-injection tests (what libfaketime's offset "

@@ -127,6 +127,7 @@ class NodeSettings:
     initial_cluster_state: str = "new"
     raft_digest_interval_ms: int = 60_000
     raft_quiesce_after_ms: int = 5_000
+    raft_threads: str = "partition"
     wall_clock_offset_s: int = 0
     kafka_port: int = -1
     health_port: int = -1

@@ -378,6 +378,7 @@ def raft_settings(settings: NodeSettings) -> RaftSettings:
         bootstrap=settings.initial_cluster_state == "new",
         digest_interval_s=settings.raft_digest_interval_ms / 1000,
         quiesce_after_s=settings.raft_quiesce_after_ms / 1000,
+        threads=settings.raft_threads,
     )
     if not settings.raft_batch_period_ms:
         return tick

@@ -35,6 +35,7 @@ from groupcoord.coordinator.state import GroupStore
 from groupcoord.protocol import records as r
 from groupcoord.raft.cipher import RaftCipher
 from groupcoord.raft.digest import StateDigests, read_report, report, state_digest
+from groupcoord.raft.driver import RaftDriver
 from groupcoord.raft.entries import (
     BARRIER,
     CLUSTER_ID,
@@ -89,6 +90,7 @@ class PartitionReplica(SyncObj):  # type: ignore[misc]  # pysyncobj's SyncObj, p
         first_election_rank: int = 0,
         compaction_gate: threading.Lock | None = None,
         compaction_phase: float = 0.0,
+        driver: RaftDriver | None = None,
     ) -> None:
         # Set before SyncObj starts: the journal replays through apply_entry.
         self.on_events = on_events
@@ -146,6 +148,11 @@ class PartitionReplica(SyncObj):  # type: ignore[misc]  # pysyncobj's SyncObj, p
         conf.compactionPhase = compaction_phase
         # Online membership (`add_member` / `remove_member`): pysyncobj's single-server changes through the log.
         conf.dynamicMembershipChange = True
+        if driver is not None:
+            # One thread ticks all of the node's replicas (raft/driver.py, raft/patch_driver.py).
+            conf.autoTick = False
+            conf.poller = driver.poller()
+            conf.driver = driver
         self.quiescence: Quiescence | None = None
         if (
             liveness is not None

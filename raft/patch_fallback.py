@@ -11,6 +11,8 @@ its leader does not run does not count against the followers; so does this.
 
 * `fallback_own_stall_init`, `fallback_own_stall_poll`: a leader adds up the time its thread spends outside its poll
   (the work of its ticks, and a poll that returns later than it was asked to): the time it could not hear anyone.
+  A replica driven by a node's Raft driver (raft/driver.py) polls through the driver, whose poller says how long
+  the driver was not listening (`deafClock`); that is its deaf time instead.
 * `fallback_own_stall`: at each check the followers' latest answers are moved forward by that time (never past
   now), and the sum starts again. A follower that is really gone is still found silent once the leader has listened
   for `leaderFallbackTimeout` without an answer from it (a leader that listens a tenth of the time, ten times as
@@ -31,17 +33,18 @@ FALLBACK_HUNKS: tuple[Hunk, ...] = (
         "        self.__lastResponseTime = {}\n",
         """        self.__lastResponseTime = {}
         self.__heardUntil = monotonicTime()
-        self.__deafFor = 0.0
+        self.__deafTotal = 0.0
+        self.__deafMark = 0.0
 """,
     ),
     Hunk(
         "fallback_own_stall_poll",
         "        self._poller.poll(timeToWait)\n",
         """        pollFrom = monotonicTime()
-        if self.__raftState == _RAFT_STATE.LEADER:
-            self.__deafFor += pollFrom - self.__heardUntil
-        else:
-            self.__deafFor = 0.0
+        self.__deafTotal += pollFrom - self.__heardUntil
+        self.__heardUntil = pollFrom
+        if self.__raftState != _RAFT_STATE.LEADER:
+            self.__deafMark = self.__deafClock()
         self._poller.poll(timeToWait)
         self.__heardUntil = min(monotonicTime(), pollFrom + timeToWait)
 """,
@@ -50,8 +53,8 @@ FALLBACK_HUNKS: tuple[Hunk, ...] = (
         "fallback_own_stall",
         "            deadline = monotonicTime() - self.__conf.leaderFallbackTimeout\n",
         """            now = monotonicTime()
-            deafFor = self.__deafFor + max(0.0, now - self.__heardUntil)
-            self.__deafFor, self.__heardUntil = 0.0, now
+            deafClock = self.__deafClock()
+            deafFor, self.__deafMark = deafClock - self.__deafMark, deafClock
             for node in self.__otherNodes:
                 self.__lastResponseTime[node] = min(now, self.__lastResponseTime[node] + deafFor)
             deadline = now - self.__conf.leaderFallbackTimeout
@@ -74,6 +77,12 @@ FALLBACK_HUNKS: tuple[Hunk, ...] = (
 """,
         """    def _onLeaderFallback(self, silentFor, deafFor):
         pass
+
+    def __deafClock(self):
+        driverClock = getattr(self._poller, 'deafClock', None)
+        if driverClock is not None:
+            return driverClock()
+        return self.__deafTotal + max(0.0, monotonicTime() - self.__heardUntil)
 
     def __applyLogEntries(self):
 """,

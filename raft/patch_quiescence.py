@@ -30,7 +30,7 @@ QUIESCENCE_HUNKS: tuple[Hunk, ...] = (
         """    def __applyLogEntries(self):
 """,
         """    def _wake(self):
-        if self.__conf.autoTick and not self.__conf.appendEntriesUseBatch and PIPE_NOTIFIER_ENABLED:
+        if not self.__conf.appendEntriesUseBatch and PIPE_NOTIFIER_ENABLED:
             try:
                 self.__pipeNotifier.notify()
             except OSError:

@@ -49,3 +49,7 @@ class RaftSettings:
     # node-level heartbeat shows its leader alive; 0 turns it off. Both sides then poll only this often.
     quiesce_after_s: float = 5.0
     rest_tick_s: float = 1.0
+    # "partition": every replica ticks on a thread of its own (pysyncobj's); "node": one thread polls and ticks every
+    # replica of the node (raft/driver.py): fewer wake-ups and GIL hand-overs, and every replica waits for the
+    # others' work (an fdatasync, a snapshot) on it.
+    threads: str = "partition"

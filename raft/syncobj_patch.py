@@ -24,7 +24,8 @@ The hunks, one module per concern, applied in this order (later ones may patch w
   soon as a pre-vote can be granted);
 * raft/patch_compaction.py: `compaction_gate*` (a node's replicas write one snapshot at a time), `compaction_phase`
   (each replica's timed snapshots at a slot of its own);
-* raft/patch_fallback.py: `fallback_own_stall*` (a leader's own stall does not count against its followers).
+* raft/patch_fallback.py: `fallback_own_stall*` (a leader's own stall does not count against its followers);
+* raft/patch_driver.py: `driver_*` (one thread may drive all of a node's replicas: raft/driver.py).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from pathlib import Path
 
 from groupcoord.raft.patch_catch_up import CATCH_UP_HUNKS
 from groupcoord.raft.patch_compaction import COMPACTION_HUNKS
+from groupcoord.raft.patch_driver import DRIVER_HUNKS
 from groupcoord.raft.patch_durability import DURABILITY_HUNKS
 from groupcoord.raft.patch_fallback import FALLBACK_HUNKS
 from groupcoord.raft.patch_hunk import Hunk
@@ -62,6 +64,7 @@ HUNKS: tuple[Hunk, ...] = (
     *LEADER_LOST_HUNKS,
     *COMPACTION_HUNKS,
     *FALLBACK_HUNKS,
+    *DRIVER_HUNKS,
 )
 
 

@@ -21,9 +21,12 @@ DROPPED = "groupcoord_node_heartbeats_dropped_total"
 QUIESCE_AFTER_MS = 500
 
 
-@pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[Cluster]:
-    c = Cluster(tmp_path, "--metrics-port=0", f"--raft-quiesce-after-ms={QUIESCE_AFTER_MS}")
+@pytest.fixture(params=["partition", "node"])
+def cluster(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Cluster]:
+    """Both of `raft_threads`' models: a thread per replica, and one driver per node (raft/driver.py)."""
+    c = Cluster(
+        tmp_path, "--metrics-port=0", f"--raft-quiesce-after-ms={QUIESCE_AFTER_MS}", f"--raft-threads={request.param}"
+    )
     yield c
     c.stop_all()
 

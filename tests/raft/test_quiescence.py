@@ -17,6 +17,7 @@ from pysyncobj.monotonic import monotonic as raft_clock
 
 from groupcoord.node.launcher import free_base
 from groupcoord.protocol import records as r
+from groupcoord.raft.driver import RaftDriver
 from groupcoord.raft.entries import RECORDS, encode_entry
 from groupcoord.raft.partition import PartitionReplica
 from groupcoord.raft.quiescence import DATAGRAM_VERSION, TAG_BYTES, NodeLiveness, liveness_key
@@ -48,6 +49,9 @@ class QuietCluster:
         self.replicas: list[PartitionReplica | None] = [None] * 3
         self.livenesses: list[NodeLiveness | None] = [None] * 3
         self.sent: list[list[tuple[float, str]]] = [[], [], []]
+        # With `threads = node`, each node's replica is ticked by that node's driver (raft/driver.py).
+        node_threads = self.settings.threads == "node"
+        self.drivers = [RaftDriver(name=f"raft-driver-{i}") for i in range(3)] if node_threads else []
         for i in range(3):
             self.start(i)
 
@@ -81,6 +85,7 @@ class QuietCluster:
             self.settings,
             liveness=liveness,
             node_of=lambda address: self.node_of.get(address or ""),
+            driver=self.drivers[i] if self.drivers else None,
         )
         transport = replica._transport
         original = transport.send
@@ -120,6 +125,8 @@ class QuietCluster:
         for i in range(3):
             if self.replicas[i] is not None:
                 self.kill(i)
+        for driver in self.drivers:
+            driver.stop()
 
 
 @pytest.fixture
