@@ -159,10 +159,17 @@ class RaftDriver:
         for ours, theirs in _TO_EPOLL:
             if event_mask & ours:
                 mask |= theirs
-        try:
-            self._epoll.register(descr, mask)
-        except FileExistsError:
-            self._epoll.modify(descr, mask)
+        # pysyncobj subscribes a connection again after every write it could finish: mostly a modify.
+        if descr in self._callbacks:
+            try:
+                self._epoll.modify(descr, mask)
+            except FileNotFoundError:  # closed without an unsubscribe, and the number given to a new socket
+                self._epoll.register(descr, mask)
+        else:
+            try:
+                self._epoll.register(descr, mask)
+            except FileExistsError:
+                self._epoll.modify(descr, mask)
         self._callbacks[descr] = (slot, callback)
 
     def unsubscribe(self, descr: int, slot: _Slot) -> None:
@@ -226,8 +233,12 @@ class RaftDriver:
                 log.exception("raft.driver_callback_failed", extra=fields(fd=descr))
         if not self._changes():
             return False
-        # Those with news first: a follower's answer waits for its tick's fdatasync (raft/transport.py).
-        for slot in [slot for slot in self._slots if slot.active]:
+        # Those with news first, each as its own thread would after a poll: first the durability barrier's flush
+        # (a follower's answer leaves after one fdatasync, raft/transport.py), then a tick.
+        active = [slot for slot in self._slots if slot.active]
+        for slot in active:
+            self._flush(slot)
+        for slot in active:
             self._tick(slot)
         now = raft_clock()
         for slot in self._slots:
@@ -267,6 +278,12 @@ class RaftDriver:
             log.exception("raft.tick_failed", extra=fields(partition=getattr(replica, "partition_id", None)))
             wait = replica.conf.autoTickPeriod
         slot.due = raft_clock() + wait
+
+    def _flush(self, slot: _Slot) -> None:
+        try:
+            slot.replica._afterDriverPoll()
+        except Exception:
+            log.exception("raft.flush_failed", extra=fields(partition=getattr(slot.replica, "partition_id", None)))
 
     def _destroy(self, slot: _Slot) -> None:
         if slot.destroyed:

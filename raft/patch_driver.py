@@ -10,7 +10,9 @@ own (one per replica), its constructor then binds the port in a busy loop on the
 * `driver_destroy`, `driver_destroy_synchronous`: `destroy()` has the driver destroy the replica on its thread
   (`destroy_synchronous()` waits until it has);
 * `driver_next_tick`: `_nextTickWait()` says when the replica wants its next tick (what its own thread would
-  wait: raft/patch_quiescence.py, raft/patch_leader_lost.py).
+  wait: raft/patch_quiescence.py, raft/patch_leader_lost.py), and `_afterDriverPoll()` runs what follows a poll
+  (the durability barrier's flush, raft/patch_durability.py): a follower's answer leaves right after the message it
+  answers, as on its own thread, not after the work of its next tick.
 
 Without `conf.driver` nothing changes. The driver's deaf time reaches a leader through its poller's `deafClock`
 (raft/patch_fallback.py), and `_wake` writes the replica's pipe, which is in the driver's epoll
@@ -75,6 +77,11 @@ DRIVER_HUNKS: tuple[Hunk, ...] = (
 """,
         """    def _nextTickWait(self):
         return self.__tickWait()
+
+    def _afterDriverPoll(self):
+        flushDeferred = getattr(self.__transport, 'flushDeferred', None)
+        if flushDeferred is not None:
+            flushDeferred()
 
     def __tickWait(self):
 """,

@@ -201,3 +201,34 @@ def test_a_lease_check_wakes_a_resting_driven_leader_at_once(quiet_driven: Quiet
             assert time.monotonic() - asked < 0.15, "the lease came back only after the rest"
             time.sleep(0.005)
         assert _commit(leader, offset)
+
+
+def test_a_follower_answers_before_the_work_of_its_next_tick(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """On its own thread a replica flushes right after its poll (one fdatasync, then the answers that waited for
+    it: the durability barrier, raft/transport.py) and only then ticks; the driver does the same for each replica
+    whose descriptors fired (`_afterDriverPoll`). Without it, a follower's answer waited for its whole next tick
+    (here 0.3 s of tick callbacks, as a large apply would take), and so did every commit."""
+    settings = RaftSettings(quiesce_after_s=0, durability="fsync", threads="node")
+    cluster = QuietCluster(tmp_path, settings=settings)
+    slow = threading.Event()
+    took = []
+    try:
+        leader = cluster.leader()
+        assert _commit(leader, 1)
+        for follower in (r for r in cluster.live() if r is not leader):
+            follower.addOnTickCallback(lambda: time.sleep(0.3) if slow.is_set() else None)
+        for flush in (True, False):
+            if not flush:
+                monkeypatch.setattr(RaftDriver, "_flush", lambda self, slot: None)
+            slow.set()
+            time.sleep(0.4)  # the followers' drivers are in slow ticks now, one after another
+            start = time.monotonic()
+            assert _commit(leader, 2)
+            took.append(time.monotonic() - start)
+            slow.clear()
+            time.sleep(0.4)
+    finally:
+        slow.clear()
+        cluster.close()
+    with_flush, without = took
+    assert with_flush < 0.3 <= without, took
