@@ -19,7 +19,6 @@ import asyncio
 import contextlib
 import logging
 import secrets
-import socket
 import tempfile
 import threading
 import time
@@ -34,6 +33,7 @@ from groupcoord.node.balance import LeaderBalancer, preference_rank
 from groupcoord.node.clock import ClusterClock, SystemClock
 from groupcoord.node.events import EventFiles, PartitionEvents
 from groupcoord.node.grouplog import GroupLog
+from groupcoord.node.launcher import free_base
 from groupcoord.node.partitions import PartitionHost, Role
 from groupcoord.node.topology import (
     Peer,
@@ -77,24 +77,6 @@ def compaction_phase(partition: int, partitions: int, peers: Sequence[Peer], nod
     return slot / (partitions * len(ordered))
 
 
-def _free_ports(host: str, count: int) -> int:
-    """A base port with `count` free ports after it (single-node cluster, raft_port 0)."""
-    for _ in range(50):
-        with socket.socket() as s:
-            s.bind((host, 0))
-            base: int = s.getsockname()[1]
-        if base + count >= 65_536:
-            continue
-        try:
-            for port in range(base, base + count):
-                with socket.socket() as probe:
-                    probe.bind((host, port))
-        except OSError:
-            continue
-        return base
-    raise StartupError(f"no {count} consecutive free ports on {host}")
-
-
 class NodeCluster:
     def __init__(
         self,
@@ -125,7 +107,9 @@ class NodeCluster:
             self.peers = peers
         else:
             secret = secret or secrets.token_urlsafe(24)
-            base = raft_port or _free_ports(host, partitions)
+            # Below the ephemeral range (node/launcher.py): an outgoing connection, a client's health check of this
+            # very node among them, could otherwise take one of the ports before its replica binds it.
+            base = raft_port or free_base(host, partitions, set())
             self.peers = [Peer(node_id, advertised_host, port, base)]
             me = self.peers[0]
         self.node_id = node_id

@@ -95,7 +95,8 @@ SETTINGS: tuple[Setting, ...] = (
     Setting(
         "raft_port",
         0,
-        "First Raft port of a single-node cluster (partition k uses raft_port+k); 0 picks free ports. "
+        "First Raft port of a single-node cluster (partition k uses raft_port+k); 0 picks free ports below the "
+        "kernel's ephemeral range. "
         "With `peers`, this node's entry there decides.",
         maximum=65_535,
     ),

@@ -7,6 +7,7 @@ import logging
 import signal
 import socket
 import time
+from pathlib import Path
 
 import grpc
 import pytest
@@ -67,6 +68,15 @@ def test_the_node_runs_on_uvloop_and_logs_json_lines(node):
     assert started["loop"] == "uvloop"
     assert started["level"] == "info"
     assert started["node_id"] == 1
+
+
+def test_a_single_node_picks_its_raft_ports_below_the_ephemeral_range(node):
+    """`raft_port = 0`: the ports come from below the kernel's ephemeral range, from which outgoing connections
+    take theirs. A port from it was taken once by a client's health check of this very node (a CI run): that
+    partition's replica could not bind while the check waited for the node, which waited for the replica."""
+    (started,) = [e for e in node.events() if e["event"] == "node.started"]
+    first_ephemeral = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    assert started["raft_port"] + started["partitions"] <= first_ephemeral
 
 
 async def test_sigusr1_prints_every_thread_s_stack_into_the_log_and_the_node_serves_on(node, stub):
