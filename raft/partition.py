@@ -19,6 +19,7 @@ Snapshots are the store's msgpack snapshot plus the fence (raft/snapshot.py); th
 
 from __future__ import annotations
 
+import collections
 import logging
 import threading
 import time
@@ -203,6 +204,9 @@ class PartitionReplica(SyncObj):  # type: ignore[misc]  # pysyncobj's SyncObj, p
             self._transport.quiescence = self.quiescence
             return self._transport
 
+        # Calls handed to the tick thread (`on_tick_thread`), run by a tick callback.
+        self._tick_calls: collections.deque[Callable[[], None]] = collections.deque()
+
         specs = peer_specs or {}
         super().__init__(
             raft_node(self_address, specs.get(self_address)),
@@ -210,6 +214,7 @@ class PartitionReplica(SyncObj):  # type: ignore[misc]  # pysyncobj's SyncObj, p
             conf,
             transportClass=transport,
         )
+        self.addOnTickCallback(self._run_tick_calls)
 
     @property
     def encryptor(self) -> RaftCipher:
@@ -411,7 +416,10 @@ class PartitionReplica(SyncObj):  # type: ignore[misc]  # pysyncobj's SyncObj, p
             if callback is not None:
                 callback(result, error)
 
-        super().transferLeadership(node, sent)
+        # On the tick thread: pysyncobj's connections are that thread's, and a TimeoutNow written from the event loop
+        # while the tick thread wrote an AppendEntries to the same follower interleaved their bytes (a chaos run:
+        # the follower's answers never reached the new leader again, and the partition had no leader for 80 s).
+        self.on_tick_thread(lambda: SyncObj.transferLeadership(self, node, sent))
 
     def term(self) -> int:
         """The current Raft term as this replica knows it."""
@@ -462,9 +470,27 @@ class PartitionReplica(SyncObj):  # type: ignore[misc]  # pysyncobj's SyncObj, p
 
     def ask_leader_to_hand_over(self) -> None:
         """Asks the partition's leader (another node) to transfer its leadership: what removing it needs first."""
-        leader = self._getLeader()
-        if leader is not None and leader != self.selfNode:
-            self._transport.send(leader, {"type": HAND_OVER})
+
+        def ask() -> None:
+            leader = self._getLeader()
+            if leader is not None and leader != self.selfNode:
+                self._transport.send(leader, {"type": HAND_OVER})
+
+        self.on_tick_thread(ask)
+
+    def on_tick_thread(self, call: Callable[[], None]) -> None:
+        """Runs `call` on the replica's tick thread, at the end of its next tick (from any thread): whatever sends on
+        pysyncobj's connections or reads its Raft state must, since neither is safe across threads."""
+        self._tick_calls.append(call)
+        self._wake()
+
+    def _run_tick_calls(self) -> None:
+        while self._tick_calls:
+            call = self._tick_calls.popleft()
+            try:
+                call()
+            except Exception:
+                log.exception("raft.tick_call_failed", extra=fields(partition=self.partition_id))
 
     def remove_member(self, address: str, callback: Callable[[Any, Any], None]) -> None:
         """Proposes removing a voter; the leader refuses to remove itself (it must hand the partition over first)."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -15,6 +16,7 @@ from groupcoord.protocol import records as r
 from groupcoord.raft.entries import BARRIER, RECORDS, encode_entry
 from groupcoord.raft.partition import PartitionReplica
 from groupcoord.raft.settings import RaftSettings
+from groupcoord.raft.transport import HAND_OVER
 
 SECRET = "test-cluster-secret"
 _TAKEN: set[int] = set()
@@ -206,3 +208,29 @@ def test_a_leader_that_loses_its_quorum_logs_how_long_each_follower_was_silent(
     fallback_s = cluster.settings.leader_fallback_timeout_s
     assert all(fallback_s <= s < fallback_s + 1.5 for s in report["silent_s"].values())
     assert 0 <= report["deaf_s"] < 0.5
+
+
+def test_a_transfer_asked_from_another_thread_is_sent_from_the_tick_thread(cluster: Cluster):
+    """pysyncobj's connections belong to the tick thread. The node's leader balancer asks for transfers from the
+    event loop, and pysyncobj wrote the TimeoutNow from there, while the tick thread could be writing an
+    AppendEntries to the same follower: the two messages' bytes interleaved, and that follower's answers never
+    reached anyone again (a chaos run, twice: a partition without a leader for 80 s). The hand-over request to a
+    leader (membership) is sent the same way."""
+    leader = cluster.leader()
+    follower = next(x for x in cluster.live() if x is not leader)
+    sent_on: list[tuple[str, str]] = []
+    for replica in (leader, follower):
+        real = replica._transport.send
+
+        def recording(node, message, real=real):  # type: ignore[no-untyped-def]
+            if isinstance(message, dict) and message.get("type") in ("timeout_now", HAND_OVER):
+                sent_on.append((message["type"], threading.current_thread().name))
+            return real(node, message)
+
+        replica._transport.send = recording
+    leader.transferLeadership(node=follower.selfNode.address)
+    _wait(lambda: ("timeout_now", leader._SyncObj__thread.name) in sent_on)
+    _wait(follower.is_leader)
+    leader.ask_leader_to_hand_over()  # the old leader asks the new one (which then hands over in turn)
+    _wait(lambda: (HAND_OVER, leader._SyncObj__thread.name) in sent_on)
+    assert threading.current_thread().name not in {name for _, name in sent_on}
