@@ -20,7 +20,7 @@ from groupcoord.raft.driver import RaftDriver, ReplicaPoller
 from groupcoord.raft.settings import RaftSettings
 from tests.raft.test_partition import _wait
 from tests.raft.test_quiescence import QuietCluster, _commit, _quiet
-from tests.raft.test_raft_rules import PATCHED, conf, free_port, module_without, replica_class, wait
+from tests.raft.test_raft_rules import PATCHED, conf, free_port, module_without, replica_class
 
 pytestmark = pytest.mark.timing
 
@@ -46,7 +46,7 @@ class DrivenCluster:
             self.replicas.append(row)
 
     def leader(self, p: int) -> Any:
-        wait(lambda: any(r._isLeader() for r in self.replicas[p]))
+        _wait(lambda: any(r._isLeader() for r in self.replicas[p]))
         return next(r for r in self.replicas[p] if r._isLeader())
 
     def close(self) -> None:
@@ -64,7 +64,7 @@ def test_replicas_of_three_nodes_on_three_drivers_elect_commit_and_stop(tmp_path
         for p in range(2):
             leader = cluster.leader(p)
             assert [leader.put(b"x%d" % k, sync=True, timeout=10) for k in range(20)] == list(range(1, 21))
-        wait(lambda: all(len(r.applied) == 20 for row in cluster.replicas for r in row))
+        _wait(lambda: all(len(r.applied) == 20 for row in cluster.replicas for r in row))
     finally:
         cluster.close()
     assert threading.active_count() == before
@@ -96,7 +96,7 @@ def test_destroy_runs_on_the_driver_thread(module: types.ModuleType, tmp_path: P
 
         follower._doDestroy = recording
         follower.destroy()
-        wait(lambda: bool(ran_on))
+        _wait(lambda: bool(ran_on))
         assert leader.put(b"after", sync=True, timeout=10) == 1  # the other two still make a majority
     finally:
         cluster.close()
